@@ -1,0 +1,1 @@
+//! Boot-file parsers and editors that keep every other byte.

@@ -1,0 +1,1 @@
+//! Placeholder; the testbed harness lives here.
