@@ -381,6 +381,9 @@ fn subslice_range(whole: &str, part: &str) -> Range<usize> {
     start..start + part.len()
 }
 
+/// Classifies one line. Text after a filter's `]` (usually a comment) is
+/// ignored; a `[` without `]` is an error, since guessing which settings it
+/// guards could apply a setting to the wrong board.
 fn classify(content: &str, line: usize) -> Result<LineKind, ConfigTxtError> {
     let trimmed = content.trim();
     if trimmed.is_empty() {
