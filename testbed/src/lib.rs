@@ -1,1 +1,40 @@
-//! Placeholder; the testbed harness lives here.
+//! The emulated Raspberry Pi testbed.
+//!
+//! A Pi 4 played by QEMU (TCG): disks on the buses a Pi has (SD card via
+//! SDHCI, USB SSD via UAS, USB flash via usb-storage, NVMe), each with a
+//! speed profile; a firmware stand-in that reads `config.txt`/`tryboot.txt`
+//! from the boot disk's FAT partition; a command channel into the guest over
+//! a 9p share; and scenarios built from these.
+//!
+//! ```no_run
+//! use pi_testbed::{After, Bus, ImageSet, Pi};
+//! # fn main() -> anyhow::Result<()> {
+//! let images = ImageSet::ensure()?;
+//! let mut pi = Pi::new("my-scenario")?;
+//! pi.insert_sd_copy(&images.bookworm, "sd-a1")?;
+//! pi.attach_blank("ssd", Bus::UsbUas, 8 << 30, "usb-ssd")?;
+//! pi.share().place_binary("target/release/pimigrate".as_ref(), "pimigrate")?;
+//! let boot = pi.run("pimigrate --version", After::PowerOff)?;
+//! println!("{}", boot.job_ok()?.stdout);
+//! # Ok(()) }
+//! ```
+
+pub mod cmd;
+pub mod disks;
+pub mod fat;
+pub mod firmware;
+pub mod image;
+pub mod inspect;
+pub mod mbr;
+pub mod pi;
+pub mod profiles;
+pub mod qemu;
+pub mod scenarios;
+pub mod share;
+
+pub use disks::{Bus, Disk};
+pub use image::ImageSet;
+pub use pi::{Boot, Pi};
+pub use profiles::Profile;
+pub use qemu::Ending;
+pub use share::{After, JobOutput, Share};

@@ -1,0 +1,88 @@
+#!/bin/bash
+# The testbed's one entry point.
+#
+#   testbed/run.sh                 every scenario
+#   testbed/run.sh sd-boot ...     the named ones (`testbed/run.sh --list`)
+#
+# Installs the host packages it needs, builds or reuses the cached image,
+# runs the scenarios and exits non-zero on any failure. Nothing is ever
+# skipped: a missing tool or a failed setup is a failure, loudly, in CI
+# (CI=true) as anywhere else. The last line is `testbed: N passed, N failed`.
+set -uo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cd "$here/.."
+
+say() { echo "testbed: $*" >&2; }
+setup_failed() {
+    say "SETUP FAILED: $*"
+    [[ ${CI:-} == true ]] && say "(CI=true: the testbed must run here; fix the machine setup, do not skip)"
+    echo "testbed: 0 passed, 1 failed"
+    exit 1
+}
+
+# tool -> Debian package
+declare -A need=(
+    [qemu-system-x86_64]=qemu-system-x86
+    [debootstrap]=debootstrap
+    [mcopy]=mtools
+    [mkfs.vfat]=dosfstools
+    [sfdisk]=fdisk
+    [mkfs.ext4]=e2fsprogs
+    [debugfs]=e2fsprogs
+    [flock]=util-linux
+)
+
+missing_packages() {
+    local tool
+    for tool in "${!need[@]}"; do
+        command -v "$tool" >/dev/null 2>&1 || echo "${need[$tool]}"
+    done | sort -u
+}
+
+apt_install() {
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >&2
+}
+
+install_packages() {
+    local pkgs
+    mapfile -t pkgs < <(missing_packages)
+    [[ ${#pkgs[@]} == 0 ]] && return 0
+    say "installing ${pkgs[*]}"
+    [[ $(id -u) == 0 ]] || setup_failed "missing ${pkgs[*]} and not root to install them"
+    command -v apt-get >/dev/null || setup_failed "missing ${pkgs[*]} and no apt-get"
+    apt_install "${pkgs[@]}" && return 0
+    # The package lists may be stale or absent: refresh once and retry.
+    apt-get update -q >&2 || setup_failed "apt-get update failed"
+    apt_install "${pkgs[@]}" && return 0
+    # A qemu-utils from bookworm-backports (as these machines have) conflicts
+    # with bookworm's own qemu-system-x86: take the matching backport.
+    if dpkg-query -W -f='${Version}' qemu-utils 2>/dev/null | grep -q '~bpo12'; then
+        say "qemu-utils is a bookworm backport; installing from bookworm-backports"
+        local src=/etc/apt/sources.list.d/bookworm-backports.sources
+        if ! grep -rqs bookworm-backports /etc/apt/sources.list /etc/apt/sources.list.d/; then
+            printf 'Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' >"$src"
+            apt-get update -q >&2 || setup_failed "apt-get update with bookworm-backports failed"
+        fi
+        apt_install -t bookworm-backports "${pkgs[@]}" && return 0
+    fi
+    setup_failed "could not install ${pkgs[*]}"
+}
+
+if [[ ${1:-} == --list ]]; then
+    exec cargo run -q -p pi-testbed -- list
+fi
+
+[[ $(id -u) == 0 ]] || setup_failed "run as root (debootstrap, chroot and disk images need it)"
+install_packages
+leftover=$(missing_packages)
+[[ -z $leftover ]] || setup_failed "still missing after install: $leftover"
+
+cargo build -q -p pi-testbed >&2 || setup_failed "cargo build -p pi-testbed failed"
+cargo run -q -p pi-testbed -- run "$@"
+status=$?
+# Status 2 means the harness itself could not start (no summary printed).
+if [[ $status == 2 ]]; then
+    echo "testbed: 0 passed, 1 failed"
+fi
+exit "$status"

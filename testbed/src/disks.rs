@@ -1,0 +1,154 @@
+//! The disks of one emulated Pi: raw image files on the host, each attached
+//! to the bus a real Pi would see it on, with a speed profile.
+
+use crate::cmd;
+use crate::profiles::Profile;
+use anyhow::{ensure, Context, Result};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// How a disk is attached; decides the guest's device name and transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bus {
+    /// SD card on an SDHCI controller: `mmcblk0`. The image size must be a
+    /// power of two (QEMU's SD card model insists).
+    Sd,
+    /// USB 3 SSD behind a UAS bridge: `sdX`, transport `usb`.
+    UsbUas,
+    /// USB mass storage (bulk-only), like a flash drive: `sdX`, transport `usb`.
+    UsbStorage,
+    /// NVMe: `nvme0n1`.
+    Nvme,
+}
+
+impl Bus {
+    pub fn is_usb(self) -> bool {
+        matches!(self, Bus::UsbUas | Bus::UsbStorage)
+    }
+}
+
+/// One disk: a raw image file, a bus and a speed profile.
+#[derive(Debug, Clone)]
+pub struct Disk {
+    /// Short name, unique within a machine (used as the QEMU drive id).
+    pub name: String,
+    pub bus: Bus,
+    pub profile: Profile,
+    pub image: PathBuf,
+}
+
+impl Disk {
+    /// A copy of `pristine` at `image`, so the cached original is never written.
+    /// The copy stays sparse, which keeps it to a few seconds.
+    pub fn copy_of(
+        pristine: &Path,
+        image: PathBuf,
+        name: &str,
+        bus: Bus,
+        profile: &str,
+    ) -> Result<Disk> {
+        if let Some(dir) = image.parent() {
+            fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        cmd::run(
+            Command::new("cp")
+                .arg("--sparse=always")
+                .arg(pristine)
+                .arg(&image),
+        )
+        .with_context(|| {
+            format!(
+                "cannot copy the pristine image {} for disk {name}",
+                pristine.display()
+            )
+        })?;
+        Disk::new(image, name, bus, profile)
+    }
+
+    /// A new, empty (all zero, sparse) disk of `size` bytes.
+    pub fn blank(image: PathBuf, size: u64, name: &str, bus: Bus, profile: &str) -> Result<Disk> {
+        if let Some(dir) = image.parent() {
+            fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        let _ = fs::remove_file(&image);
+        let f = fs::File::create(&image)
+            .with_context(|| format!("cannot create disk image {}", image.display()))?;
+        f.set_len(size)
+            .with_context(|| format!("cannot size disk image {}", image.display()))?;
+        Disk::new(image, name, bus, profile)
+    }
+
+    /// An existing image file.
+    pub fn new(image: PathBuf, name: &str, bus: Bus, profile: &str) -> Result<Disk> {
+        let len = fs::metadata(&image)
+            .with_context(|| format!("disk image {} is missing", image.display()))?
+            .len();
+        if bus == Bus::Sd {
+            ensure!(
+                len.is_power_of_two(),
+                "SD card image {} is {len} bytes; QEMU's SD card needs a power of two",
+                image.display()
+            );
+        }
+        ensure!(
+            name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'),
+            "disk name {name:?}: use letters, digits and '-' (it becomes a QEMU id)"
+        );
+        Ok(Disk {
+            name: name.to_string(),
+            bus,
+            profile: Profile::named(profile)?,
+            image,
+        })
+    }
+
+    /// The QEMU arguments for this disk; the controllers it hangs off come
+    /// from [`controller_args`]. Guests find the disk by its serial
+    /// `TB-<NAME>` (`lsblk -o NAME,SERIAL`), not by its kernel name.
+    pub fn qemu_args(&self) -> Vec<String> {
+        let id = format!("drv-{}", self.name);
+        // cache=writeback keeps guest flushes meaningful: killing QEMU loses
+        // only what the guest had not written to its "disk" yet, as a power cut.
+        let drive = format!(
+            "if=none,id={id},file={},format=raw,cache=writeback,aio=threads{}",
+            self.image.display(),
+            self.profile.drive_options()
+        );
+        let serial = format!("TB-{}", self.name.to_uppercase());
+        let device = match self.bus {
+            Bus::Sd => vec![format!("sd-card,drive={id}")],
+            Bus::UsbUas => vec![
+                // The USB serial is what udev reports; the SCSI one is for sg_inq.
+                format!("usb-uas,id=uas-{},bus=xhci.0,serial={serial}", self.name),
+                format!(
+                    "scsi-hd,bus=uas-{}.0,scsi-id=0,lun=0,drive={id},serial={serial}",
+                    self.name
+                ),
+            ],
+            Bus::UsbStorage => vec![format!(
+                "usb-storage,bus=xhci.0,drive={id},removable=on,serial={serial}"
+            )],
+            Bus::Nvme => vec![format!("nvme,drive={id},serial={serial}")],
+        };
+        let mut args = vec!["-drive".to_string(), drive];
+        for d in device {
+            args.push("-device".into());
+            args.push(d);
+        }
+        args
+    }
+}
+
+/// Controllers the given disks need, each once: SDHCI for the card, one xHCI
+/// for all USB disks (NVMe controllers come with each NVMe disk).
+pub fn controller_args(disks: &[Disk]) -> Vec<String> {
+    let mut args = Vec::new();
+    if disks.iter().any(|d| d.bus == Bus::Sd) {
+        args.extend(["-device".into(), "sdhci-pci".into()]);
+    }
+    if disks.iter().any(|d| d.bus.is_usb()) {
+        args.extend(["-device".into(), "qemu-xhci,id=xhci".into()]);
+    }
+    args
+}

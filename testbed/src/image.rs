@@ -1,0 +1,68 @@
+//! The cached pristine SD card images, built by `testbed/image/build-image.sh`.
+//! The script owns the cache key (a hash of the recipe folder), so every
+//! checkout on the machine finds the same images.
+
+use crate::cmd;
+use anyhow::{Context, Result};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The recipe folder of this checkout.
+pub fn recipe_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("image")
+}
+
+/// The two pristine images and what the build recorded about them. Never
+/// boot these directly: copy them (see [`crate::disks::Disk::copy_of`]).
+#[derive(Debug, Clone)]
+pub struct ImageSet {
+    pub dir: PathBuf,
+    pub kernel_version: String,
+    /// Raspberry Pi OS bookworm layout: boot partition at `/boot/firmware`.
+    pub bookworm: PathBuf,
+    pub bookworm_signature: String,
+    /// Bullseye layout: boot partition at `/boot`.
+    pub bullseye: PathBuf,
+    pub bullseye_signature: String,
+}
+
+impl ImageSet {
+    /// Builds the images if the cache lacks them (a few minutes, needs root
+    /// and the Debian mirror), otherwise just finds them.
+    pub fn ensure() -> Result<ImageSet> {
+        let script = recipe_dir().join("build-image.sh");
+        let out = cmd::stdout(Command::new("bash").arg(&script).stderr(Stdio::inherit()))
+            .with_context(|| format!("cannot build the testbed image with {}", script.display()))?;
+        let dir = out
+            .lines()
+            .last()
+            .context("build-image.sh printed no image folder")?;
+        ImageSet::open(Path::new(dir.trim()))
+    }
+
+    /// The images in an existing cache folder.
+    pub fn open(dir: &Path) -> Result<ImageSet> {
+        let meta = dir.join("image.env");
+        let text = std::fs::read_to_string(&meta).with_context(|| {
+            format!(
+                "cannot read {}: rebuild with testbed/image/build-image.sh",
+                meta.display()
+            )
+        })?;
+        let vars: HashMap<&str, &str> = text.lines().filter_map(|l| l.split_once('=')).collect();
+        let get = |k: &str| {
+            vars.get(k)
+                .map(|v| v.to_string())
+                .with_context(|| format!("{} lacks {k}", meta.display()))
+        };
+        Ok(ImageSet {
+            dir: dir.to_path_buf(),
+            kernel_version: get("KERNEL_VERSION")?,
+            bookworm: dir.join(get("BOOKWORM_IMAGE")?),
+            bookworm_signature: get("BOOKWORM_SIGNATURE")?,
+            bullseye: dir.join(get("BULLSEYE_IMAGE")?),
+            bullseye_signature: get("BULLSEYE_SIGNATURE")?,
+        })
+    }
+}

@@ -1,0 +1,237 @@
+//! One emulated Raspberry Pi: its disks, the firmware stand-in, the share
+//! and the boots, with every boot's serial console kept under
+//! `target/testbed-logs/<name>/`.
+
+use crate::disks::{Bus, Disk};
+use crate::firmware::{self, BootSpec};
+use crate::qemu::{self, BootRecord, Ending, MachineConfig, Running};
+use crate::share::{After, JobOutput, Share};
+use anyhow::{bail, Context, Result};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// `target/` of the workspace (or `$CARGO_TARGET_DIR`).
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
+}
+
+/// One finished boot: what the firmware loaded, how it ended, what the job said.
+#[derive(Debug, Clone)]
+pub struct Boot {
+    pub number: u32,
+    pub spec: BootSpec,
+    pub record: BootRecord,
+    /// `None` when the agent never finished a job (power cut, hang, panic,
+    /// emergency shell, or no job set).
+    pub job: Option<JobOutput>,
+}
+
+impl Boot {
+    /// The job's output, or an error pointing at the serial log.
+    pub fn job(&self) -> Result<&JobOutput> {
+        self.job.as_ref().with_context(|| {
+            format!(
+                "boot {} ended ({:?}) without the job finishing; see {}",
+                self.number,
+                self.record.ending,
+                self.record.serial_log.display()
+            )
+        })
+    }
+
+    /// The job's output if it exited 0, else an error with its output.
+    pub fn job_ok(&self) -> Result<&JobOutput> {
+        self.job()?
+            .check(&format!("the job of boot {}", self.number))
+    }
+}
+
+/// An emulated Pi 4 with its disks.
+pub struct Pi {
+    pub name: String,
+    pub work: PathBuf,
+    pub logs: PathBuf,
+    pub config: MachineConfig,
+    /// Longest a boot may take before QEMU is killed.
+    pub boot_limit: Duration,
+    disks: Vec<Disk>,
+    share: Share,
+    tryboot_next: bool,
+    boots: u32,
+}
+
+impl Pi {
+    /// A Pi with no disks; its work folder (disk copies, share) and log
+    /// folder start empty.
+    pub fn new(name: &str) -> Result<Pi> {
+        let work = target_dir().join("testbed-work").join(name);
+        let logs = target_dir().join("testbed-logs").join(name);
+        for d in [&work, &logs] {
+            let _ = fs::remove_dir_all(d);
+            fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
+        }
+        let share = Share::create(work.join("share"))?;
+        let config = MachineConfig {
+            share: Some(share.dir.clone()),
+            ..MachineConfig::default()
+        };
+        Ok(Pi {
+            name: name.to_string(),
+            work,
+            logs,
+            config,
+            boot_limit: Duration::from_secs(20 * 60),
+            disks: Vec::new(),
+            share,
+            tryboot_next: false,
+            boots: 0,
+        })
+    }
+
+    /// Inserts a copy of a pristine SD image as the card `sd`.
+    pub fn insert_sd_copy(&mut self, pristine: &Path, profile: &str) -> Result<&Disk> {
+        let disk = Disk::copy_of(pristine, self.work.join("sd.img"), "sd", Bus::Sd, profile)?;
+        self.attach(disk)
+    }
+
+    /// Attaches a new blank disk of `size` bytes, image `work/<name>.img`.
+    pub fn attach_blank(
+        &mut self,
+        name: &str,
+        bus: Bus,
+        size: u64,
+        profile: &str,
+    ) -> Result<&Disk> {
+        let disk = Disk::blank(
+            self.work.join(format!("{name}.img")),
+            size,
+            name,
+            bus,
+            profile,
+        )?;
+        self.attach(disk)
+    }
+
+    /// Attaches a disk (takes effect at the next boot).
+    pub fn attach(&mut self, disk: Disk) -> Result<&Disk> {
+        if self.disks.iter().any(|d| d.name == disk.name) {
+            bail!("{} already has a disk named {}", self.name, disk.name);
+        }
+        if disk.bus == Bus::Sd && self.disks.iter().any(|d| d.bus == Bus::Sd) {
+            bail!("{} already has an SD card; a Pi has one slot", self.name);
+        }
+        self.disks.push(disk);
+        Ok(self.disks.last().expect("just pushed"))
+    }
+
+    /// Unplugs a disk (takes effect at the next boot); its image stays.
+    pub fn detach(&mut self, name: &str) -> Result<Disk> {
+        let i = self.disks.iter().position(|d| d.name == name);
+        let i = i.with_context(|| format!("{} has no disk named {name}", self.name))?;
+        Ok(self.disks.remove(i))
+    }
+
+    pub fn disk(&self, name: &str) -> Result<&Disk> {
+        self.disks
+            .iter()
+            .find(|d| d.name == name)
+            .with_context(|| format!("{} has no disk named {name}", self.name))
+    }
+
+    pub fn disks(&self) -> &[Disk] {
+        &self.disks
+    }
+
+    /// The share, e.g. to [`Share::place_binary`] pimigrate into the guest.
+    pub fn share(&self) -> &Share {
+        &self.share
+    }
+
+    /// Whether the next boot will be a trial boot (set by the guest with
+    /// `reboot "0 tryboot"`, consumed by the next boot).
+    pub fn tryboot_pending(&self) -> bool {
+        self.tryboot_next
+    }
+
+    /// Boots, runs `script` (bash, `set -eu`, cwd `$TESTBED/job`, host share
+    /// at `$TESTBED`) once the system is up, then does `after`. Returns when
+    /// QEMU has exited.
+    pub fn run(&mut self, script: &str, after: After) -> Result<Boot> {
+        self.share.set_job(script, after)?;
+        self.boot_until(|_, _| false)
+    }
+
+    /// Boots and cuts the power (kills QEMU) as soon as `cut` returns true;
+    /// it sees the share and the serial output so far.
+    pub fn run_then_cut(
+        &mut self,
+        script: &str,
+        mut cut: impl FnMut(&Share, &str) -> bool,
+    ) -> Result<Boot> {
+        self.share.set_job(script, After::Stay)?;
+        let share = self.share.clone();
+        self.boot_until(move |_, console| cut(&share, console))
+    }
+
+    fn boot_until(&mut self, mut until: impl FnMut(&Share, &str) -> bool) -> Result<Boot> {
+        self.boots += 1;
+        let n = self.boots;
+        // Like the real flag, the trial request is cleared before the
+        // firmware acts on it: whatever happens now, the boot after is normal.
+        let tryboot = std::mem::take(&mut self.tryboot_next);
+        let spec = firmware::select(&self.disks, tryboot, &self.work.join("firmware"))
+            .with_context(|| {
+                format!(
+                    "{}: the firmware found nothing to boot (boot {n})",
+                    self.name
+                )
+            })?;
+        let serial = self.logs.join(format!("boot-{n:02}.serial.log"));
+        fs::write(
+            self.logs.join(format!("boot-{n:02}.firmware.txt")),
+            format!(
+                "disk: {}\nconfig: {}\ntryboot: {}\ncmdline: {}\n",
+                spec.disk, spec.config_file, spec.tryboot, spec.cmdline
+            ),
+        )?;
+        eprintln!(
+            "testbed: {} boot {n}: {} from disk {} ({}), console: {}",
+            self.name,
+            if spec.tryboot { "trial boot" } else { "boot" },
+            spec.disk,
+            spec.config_file,
+            serial.display()
+        );
+        let running = Running::start(
+            qemu::command(&self.config, &spec, &self.disks, &serial),
+            &serial,
+        )?;
+        let share = self.share.clone();
+        let record = running.wait(self.boot_limit, |console| until(&share, console))?;
+        if record.ending == Ending::TrybootReboot {
+            self.tryboot_next = true;
+        }
+        let job = self.share.output()?;
+        if let Some(job) = &job {
+            let base = self.logs.join(format!("boot-{n:02}"));
+            fs::write(base.with_extension("stdout"), &job.stdout)?;
+            fs::write(base.with_extension("stderr"), &job.stderr)?;
+        }
+        eprintln!(
+            "testbed: {} boot {n}: ended {:?} after {:.0?}, job status {:?}",
+            self.name,
+            record.ending,
+            record.elapsed,
+            job.as_ref().map(|j| j.status)
+        );
+        Ok(Boot {
+            number: n,
+            spec,
+            record,
+            job,
+        })
+    }
+}

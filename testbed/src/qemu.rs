@@ -1,0 +1,229 @@
+//! Starting QEMU for one boot and telling how that boot ended.
+//!
+//! QEMU runs with `-no-reboot`, so a guest reboot ends the process and the
+//! harness (playing the firmware) decides what the next boot loads. Whether
+//! the guest powered off, rebooted, or asked for a trial boot is read from
+//! the kernel's last words on the serial console.
+
+use crate::disks::{self, Disk};
+use crate::firmware::BootSpec;
+use anyhow::{bail, Context, Result};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Guest RAM and CPUs; TCG is slow, so both CPUs of the host help boot.
+#[derive(Debug, Clone)]
+pub struct MachineConfig {
+    pub memory_mib: u32,
+    pub cpus: u32,
+    /// Host folder exported to the guest as the 9p share `tb`.
+    pub share: Option<PathBuf>,
+}
+
+impl Default for MachineConfig {
+    fn default() -> Self {
+        MachineConfig {
+            memory_mib: 1536,
+            cpus: 2,
+            share: None,
+        }
+    }
+}
+
+/// How a boot ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    PowerOff,
+    Reboot,
+    /// `reboot "0 tryboot"`: the next boot is a trial boot.
+    TrybootReboot,
+    /// The harness killed QEMU: a simulated power cut, or a boot that ran
+    /// past its time limit.
+    Killed,
+    /// QEMU ended without a recognisable shutdown message (a kernel panic
+    /// with `panic=` or a QEMU error); see the serial log.
+    Unknown,
+}
+
+/// A finished boot.
+#[derive(Debug, Clone)]
+pub struct BootRecord {
+    pub ending: Ending,
+    pub serial_log: PathBuf,
+    pub elapsed: Duration,
+}
+
+impl BootRecord {
+    pub fn console(&self) -> String {
+        fs::read(&self.serial_log)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    }
+}
+
+/// What the kernel prints last, in order of precedence.
+pub fn classify(console: &str) -> Ending {
+    if console.contains("reboot: Restarting system with command '0 tryboot'") {
+        Ending::TrybootReboot
+    } else if console.contains("reboot: Restarting system") {
+        Ending::Reboot
+    } else if console.contains("reboot: Power down") {
+        Ending::PowerOff
+    } else {
+        Ending::Unknown
+    }
+}
+
+/// The full QEMU command line for one boot.
+pub fn command(cfg: &MachineConfig, spec: &BootSpec, disks: &[Disk], serial_log: &Path) -> Command {
+    let mut c = Command::new("qemu-system-x86_64");
+    c.args(["-machine", "q35,accel=tcg", "-cpu", "max"]);
+    c.args([
+        "-m",
+        &cfg.memory_mib.to_string(),
+        "-smp",
+        &cfg.cpus.to_string(),
+    ]);
+    c.args([
+        "-nodefaults",
+        "-no-user-config",
+        "-display",
+        "none",
+        "-no-reboot",
+    ]);
+    c.arg("-serial")
+        .arg(format!("file:{}", serial_log.display()));
+    c.arg("-kernel").arg(&spec.kernel);
+    if let Some(initrd) = &spec.initrd {
+        c.arg("-initrd").arg(initrd);
+    }
+    // panic=-1: a kernel panic reboots at once, which -no-reboot turns into
+    // QEMU exiting, instead of hanging until the time limit.
+    c.arg("-append").arg(format!("{} panic=-1", spec.cmdline));
+    c.args(disks::controller_args(disks));
+    for d in disks {
+        c.args(d.qemu_args());
+    }
+    if let Some(share) = &cfg.share {
+        c.arg("-virtfs").arg(format!(
+            "local,path={},mount_tag=tb,security_model=none,id=tb",
+            share.display()
+        ));
+    }
+    c.stdin(Stdio::null());
+    c
+}
+
+/// A running QEMU.
+pub struct Running {
+    child: Child,
+    started: Instant,
+    serial_log: PathBuf,
+    stderr_log: PathBuf,
+}
+
+impl Running {
+    pub fn start(mut cmd: Command, serial_log: &Path) -> Result<Running> {
+        let stderr_log = serial_log.with_extension("qemu.log");
+        let err = fs::File::create(&stderr_log)
+            .with_context(|| format!("cannot create {}", stderr_log.display()))?;
+        fs::write(serial_log.with_extension("cmd"), crate::cmd::describe(&cmd))
+            .with_context(|| format!("cannot write next to {}", serial_log.display()))?;
+        cmd.stdout(Stdio::null()).stderr(err);
+        let child = cmd
+            .spawn()
+            .context("cannot start qemu-system-x86_64: install qemu-system-x86")?;
+        Ok(Running {
+            child,
+            started: Instant::now(),
+            serial_log: serial_log.to_path_buf(),
+            stderr_log,
+        })
+    }
+
+    /// Serial output so far.
+    pub fn console(&self) -> String {
+        fs::read(&self.serial_log)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// Waits until QEMU exits or `limit` passes (then kills it: `Killed`).
+    /// `until` may end the boot early: when it returns true QEMU is killed,
+    /// which is how a power cut at a chosen moment is simulated.
+    pub fn wait(
+        mut self,
+        limit: Duration,
+        mut until: impl FnMut(&str) -> bool,
+    ) -> Result<BootRecord> {
+        loop {
+            if let Some(status) = self.child.try_wait().context("cannot wait for qemu")? {
+                let console = self.console();
+                let ending = classify(&console);
+                if ending == Ending::Unknown && !status.success() {
+                    let err = fs::read_to_string(&self.stderr_log).unwrap_or_default();
+                    bail!(
+                        "qemu exited with {status}: {}\n(serial log: {})",
+                        err.trim(),
+                        self.serial_log.display()
+                    );
+                }
+                return Ok(self.record(ending));
+            }
+            if self.started.elapsed() > limit || until(&self.console()) {
+                self.kill()?;
+                return Ok(self.record(Ending::Killed));
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    /// Pulls the plug: SIGKILL, no flush of anything the guest holds.
+    pub fn kill(&mut self) -> Result<()> {
+        let _ = self.child.kill();
+        self.child.wait().context("cannot reap qemu")?;
+        Ok(())
+    }
+
+    fn record(&self, ending: Ending) -> BootRecord {
+        BootRecord {
+            ending,
+            serial_log: self.serial_log.clone(),
+            elapsed: self.started.elapsed(),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        // Never leave a QEMU behind holding disk images.
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recognises_the_endings() {
+        assert_eq!(
+            classify("x\n[  9.1] reboot: Power down\n"),
+            Ending::PowerOff
+        );
+        assert_eq!(
+            classify("[ 9.1] reboot: Restarting system\n"),
+            Ending::Reboot
+        );
+        assert_eq!(
+            classify("[ 9.1] reboot: Restarting system with command '0 tryboot'\n"),
+            Ending::TrybootReboot
+        );
+        assert_eq!(classify("Kernel panic - not syncing"), Ending::Unknown);
+    }
+}

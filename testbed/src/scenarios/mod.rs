@@ -1,0 +1,113 @@
+//! Scenarios: whole-machine tests, each a function that builds a [`Pi`],
+//! boots it, and asserts on what the guest reports and on the disk images.
+//! Add one by writing a module and listing it in [`all`].
+//!
+//! [`Pi`]: crate::Pi
+
+use crate::image::ImageSet;
+use anyhow::{bail, Result};
+use std::collections::BTreeMap;
+
+mod boot_sd;
+mod disk_speed;
+mod reference_migration;
+mod tryboot;
+
+/// A named scenario.
+pub struct Scenario {
+    pub name: &'static str,
+    pub about: &'static str,
+    pub run: fn(&ImageSet) -> Result<()>,
+}
+
+/// Every scenario, in the order the suite runs them.
+pub fn all() -> Vec<Scenario> {
+    vec![
+        Scenario {
+            name: "sd-boot",
+            about:
+                "bookworm SD card boots: root mmcblk0p2, /boot/firmware mmcblk0p1, SSD seen on usb",
+            run: boot_sd::bookworm,
+        },
+        Scenario {
+            name: "sd-boot-bullseye",
+            about: "bullseye layout boots: the boot partition mounted at /boot",
+            run: boot_sd::bullseye,
+        },
+        Scenario {
+            name: "reference-migration",
+            about: "root moved to a USB SSD with sfdisk/mkfs/rsync/sed, reboot, root on sda1",
+            run: reference_migration::run,
+        },
+        Scenario {
+            name: "disk-speed",
+            about: "fio in the guest measures each throttled disk at its profile's speed",
+            run: disk_speed::run,
+        },
+        Scenario {
+            name: "tryboot",
+            about: "reboot \"0 tryboot\" boots tryboot.txt once; a power cut then boots config.txt",
+            run: tryboot::run,
+        },
+    ]
+}
+
+/// `key=value` lines of a job's output (other lines are ignored).
+pub fn facts(stdout: &str) -> BTreeMap<String, String> {
+    stdout
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// Asserts that fact `key` equals `want`.
+pub fn expect_fact(facts: &BTreeMap<String, String>, key: &str, want: &str) -> Result<()> {
+    match facts.get(key) {
+        Some(v) if v == want => Ok(()),
+        Some(v) => bail!("guest reports {key}={v:?}, expected {want:?}"),
+        None => bail!("guest did not report {key}; facts: {facts:?}"),
+    }
+}
+
+/// The guest commands every boot scenario starts with: where / and the boot
+/// partition come from, and the disks as lsblk sees them.
+pub const PROBE: &str = r#"
+echo "root=$(findmnt -no SOURCE /)"
+echo "boot_firmware=$(findmnt -no SOURCE /boot/firmware || true)"
+echo "boot=$(findmnt -no SOURCE /boot || true)"
+echo "cmdline=$(cat /proc/cmdline)"
+lsblk -J -d -e 7,11 -o NAME,TRAN,SIZE,SERIAL,TYPE > "$TESTBED/out/lsblk.json"
+"#;
+
+/// A disk as the guest's lsblk lists it.
+#[derive(Debug, Clone)]
+pub struct GuestDisk {
+    pub name: String,
+    pub tran: Option<String>,
+    pub serial: Option<String>,
+    pub size: String,
+}
+
+/// Parses the `lsblk.json` that [`PROBE`] leaves in the share.
+pub fn guest_disks(share: &crate::Share) -> Result<Vec<GuestDisk>> {
+    use anyhow::Context;
+    let path = share.dir.join("out/lsblk.json");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("the guest left no {}", path.display()))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+    let devices = v["blockdevices"]
+        .as_array()
+        .with_context(|| format!("{} has no blockdevices", path.display()))?;
+    let s = |d: &serde_json::Value, k: &str| d[k].as_str().map(str::to_string);
+    Ok(devices
+        .iter()
+        .map(|d| GuestDisk {
+            name: s(d, "name").unwrap_or_default(),
+            tran: s(d, "tran"),
+            serial: s(d, "serial"),
+            size: s(d, "size").unwrap_or_default(),
+        })
+        .collect())
+}
