@@ -1,2 +1,13 @@
-//! pimigrate: move a Raspberry Pi's system off its SD card, plan first, then apply.
+//! pimigrate: move a Raspberry Pi's system off its SD card.
+//!
+//! Reading (`system`, `bootcfg`) and deciding (`plan`) are separate from
+//! acting: `plan::plan` turns what is true about the machine and what the
+//! user asked into a [`plan::Plan`], or a [`plan::Refusal`] with every reason.
 pub mod bootcfg;
+pub mod cli;
+pub mod commands;
+pub mod host;
+pub mod plan;
+pub mod system;
+pub mod tools;
+pub mod units;

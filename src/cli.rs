@@ -1,0 +1,123 @@
+//! Command-line types (clap). Only subcommands that work are registered.
+
+use crate::plan::{Layout, TableChoice};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "pimigrate",
+    version,
+    about = "Move a Raspberry Pi's system from its SD card to a USB SSD or NVMe drive",
+    long_about = "Move a Raspberry Pi's system from its SD card to a USB SSD or NVMe drive: \
+                  safely (plan first, never touch the source disk), measurably and provably bootable.\n\n\
+                  Exit codes: 0 success, 1 error, 2 bad usage, 3 refused (the plan cannot be made; \
+                  every reason is printed)."
+)]
+pub struct Cli {
+    /// Print machine-readable JSON (a versioned schema) instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// Say more (repeat for even more).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+
+    /// Say only what matters.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+
+    /// The root filesystem to move, when it is not the running system's `/`
+    /// (for example an SD card image mounted on a workstation).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub source_root: Option<PathBuf>,
+
+    /// The directory holding config.txt and cmdline.txt, when it cannot be
+    /// found in the mount table (default: /boot/firmware or /boot).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub boot_dir: Option<PathBuf>,
+
+    /// Where pimigrate keeps reports and journals.
+    #[arg(long, global = true, value_name = "DIR", default_value = crate::host::DEFAULT_STATE_DIR)]
+    pub state_dir: PathBuf,
+
+    /// Read /sys, /proc, /dev and /run from this tree instead of the
+    /// running system (offline inspection and tests).
+    #[arg(long, global = true, value_name = "DIR", hide_short_help = true)]
+    pub sysroot: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List disks, say which one holds the running system and which can take it.
+    Devices(DevicesArgs),
+    /// Show exactly what a migration would do (a dry run: nothing is written).
+    Plan(PlanArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DevicesArgs {
+    /// Also list loop, ram and zram devices.
+    #[arg(long)]
+    pub all: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The whole disk to move the system to, e.g. /dev/sda or /dev/nvme0n1.
+    #[arg(long, value_name = "DEV")]
+    pub target: PathBuf,
+
+    /// root-only: only / moves, the SD card keeps booting (every Pi).
+    /// full: boot and root move, the SD card can come out (Pi 4/5, 3B+).
+    #[arg(long, value_enum, default_value_t = Layout::RootOnly)]
+    pub layout: Layout,
+
+    /// Partition table for the target.
+    #[arg(long, value_enum, default_value_t = TableChoice::Auto)]
+    pub table: TableChoice,
+
+    /// Size of the FAT32 boot partition of a full move.
+    #[arg(long, value_name = "SIZE", default_value = "512M", value_parser = parse_size)]
+    pub boot_size: u64,
+
+    /// Size of the root partition (default: the rest of the disk).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub root_size: Option<u64>,
+
+    /// Leave this path (as on the running system) out of the copy; repeatable.
+    #[arg(long, value_name = "PATH")]
+    pub exclude: Vec<PathBuf>,
+
+    /// Seed for the random ids, to make a plan reproducible.
+    #[arg(long, value_name = "N", hide_short_help = true)]
+    pub seed: Option<u64>,
+
+    /// Use this MBR disk signature (8 hex digits) instead of a random one.
+    #[arg(long, value_name = "HEX", value_parser = parse_hex_u32, hide_short_help = true)]
+    pub disk_signature: Option<u32>,
+}
+
+fn parse_size(text: &str) -> Result<u64, String> {
+    crate::units::parse_size(text).map_err(|e| e.to_string())
+}
+
+fn parse_hex_u32(text: &str) -> Result<u32, String> {
+    let digits = text.trim_start_matches("0x");
+    u32::from_str_radix(digits, 16)
+        .map_err(|_| format!("'{text}' is not 8 hex digits, like 6c586e13"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,75 @@
+//! One function per subcommand: build the host, read the system, print.
+
+pub mod devices;
+pub mod plan;
+
+use crate::cli::{Cli, Command};
+use crate::host::Host;
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+
+/// Exit codes, documented in `--help`.
+pub const EXIT_OK: u8 = 0;
+pub const EXIT_ERROR: u8 = 1;
+pub const EXIT_REFUSED: u8 = 3;
+
+pub fn run(cli: &Cli) -> Result<u8> {
+    let host = host_from(cli)?;
+    match &cli.command {
+        Command::Devices(args) => devices::run(cli, args, &host),
+        Command::Plan(args) => plan::run(cli, args, &host),
+    }
+}
+
+/// The one place where the paths the tool reads are decided.
+fn host_from(cli: &Cli) -> Result<Host> {
+    let mut host = match &cli.sysroot {
+        Some(root) => {
+            let root = std::fs::canonicalize(root)
+                .with_context(|| format!("--sysroot {}: no such directory", root.display()))?;
+            Host::with_root(root)
+        }
+        None => Host::live(),
+    };
+    if let Some(dir) = &cli.source_root {
+        host.source_root = view_dir(&host, dir, "--source-root")?;
+    }
+    if let Some(dir) = &cli.boot_dir {
+        host.boot_dir = Some(view_dir(&host, dir, "--boot-dir")?);
+    }
+    host.state_dir = cli.state_dir.clone();
+    Ok(host)
+}
+
+/// A directory the user named: absolute and existing, as the inspected
+/// system sees it.
+fn view_dir(host: &Host, dir: &Path, flag: &str) -> Result<PathBuf> {
+    if host.is_live() {
+        let path = std::fs::canonicalize(dir)
+            .with_context(|| format!("{flag} {}: no such directory", dir.display()))?;
+        if !path.is_dir() {
+            bail!("{flag} {}: not a directory", dir.display());
+        }
+        return Ok(path);
+    }
+    if !dir.is_absolute() {
+        bail!(
+            "{flag} {}: give an absolute path inside --sysroot",
+            dir.display()
+        );
+    }
+    if !host.path(dir).is_dir() {
+        bail!(
+            "{flag} {}: no such directory under --sysroot",
+            dir.display()
+        );
+    }
+    Ok(dir.to_path_buf())
+}
+
+/// Prints a value as pretty JSON on stdout.
+pub fn print_json(value: &impl serde::Serialize) -> Result<()> {
+    let text = serde_json::to_string_pretty(value).context("encoding the output as JSON")?;
+    println!("{text}");
+    Ok(())
+}

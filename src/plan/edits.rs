@@ -1,0 +1,173 @@
+//! The boot-file changes of a migration, as operations that can be applied
+//! again at apply time, and as diffs to show now.
+
+use super::{EditOperation, EditSite, FileEdit};
+use crate::bootcfg::{unified_diff, Cmdline, DeviceSpec, Fstab};
+use crate::host::Host;
+use std::path::{Path, PathBuf};
+
+/// How the target's root (or boot) partition is named in a boot file that
+/// named the source's as `old`. UUID stays UUID (the new filesystem's);
+/// everything else becomes PARTUUID: labels would collide with the SD card
+/// that stays attached, and `/dev/sdX` names change from boot to boot.
+pub fn new_spec(old: &DeviceSpec, partuuid: &str, fs_uuid: &str) -> DeviceSpec {
+    match old {
+        DeviceSpec::Uuid(_) => DeviceSpec::Uuid(fs_uuid.to_string()),
+        _ => DeviceSpec::PartUuid(partuuid.to_string()),
+    }
+}
+
+/// Applies operations to a boot file's bytes, keeping every other byte.
+pub fn apply(bytes: &[u8], operations: &[EditOperation]) -> Result<Vec<u8>, String> {
+    let is_fstab = operations
+        .iter()
+        .any(|op| matches!(op, EditOperation::FstabSetSpec { .. }));
+    if is_fstab {
+        let mut fstab = Fstab::parse(bytes).map_err(|e| e.to_string())?;
+        for op in operations {
+            match op {
+                EditOperation::FstabSetSpec { mountpoint, spec } => fstab
+                    .set_spec(mountpoint, spec)
+                    .map_err(|e| e.to_string())?,
+                other => return Err(format!("{other:?} cannot be applied to an fstab")),
+            }
+        }
+        return Ok(fstab.to_bytes());
+    }
+    let mut cmdline = Cmdline::parse(bytes).map_err(|e| e.to_string())?;
+    for op in operations {
+        match op {
+            EditOperation::CmdlineSetRoot { spec } => {
+                cmdline.set_root(spec).map_err(|e| e.to_string())?
+            }
+            EditOperation::CmdlineAdd { arg } => {
+                cmdline.try_add(arg).map_err(|e| e.to_string())?;
+            }
+            other => return Err(format!("{other:?} cannot be applied to cmdline.txt")),
+        }
+    }
+    Ok(cmdline.to_bytes())
+}
+
+/// Builds one edit and its diff against the file as it is now.
+pub fn file_edit(
+    site: EditSite,
+    file: &Path,
+    device: String,
+    backup: PathBuf,
+    current: &[u8],
+    operations: Vec<EditOperation>,
+) -> Result<FileEdit, String> {
+    let edited = apply(current, &operations)?;
+    let label = file.display().to_string();
+    let label = label.trim_start_matches('/');
+    Ok(FileEdit {
+        site,
+        file: file.to_path_buf(),
+        device,
+        backup,
+        diff: unified_diff(
+            &format!("a/{label}"),
+            &format!("b/{label}"),
+            current,
+            &edited,
+        ),
+        operations,
+    })
+}
+
+/// `cmdline.txt.pimigrate-backup`, or `.2`, `.3`... when an earlier run's
+/// backup is there: the oldest backup is the one that booted, keep it.
+pub fn backup_name(host: &Host, view_path: &Path) -> PathBuf {
+    let base = format!("{}.pimigrate-backup", view_path.display());
+    std::iter::once(PathBuf::from(&base))
+        .chain((2..1000).map(|n| PathBuf::from(format!("{base}.{n}"))))
+        .find(|candidate| !host.path(candidate).exists())
+        .unwrap_or_else(|| PathBuf::from(base))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uuid_stays_uuid_and_everything_else_becomes_partuuid() {
+        let partuuid = "1a2b3c4d-02";
+        let uuid = "0b4c8c5e-5a0f-4d8d-9c1e-3f4b6c7d8e9f";
+        let cases = [
+            (DeviceSpec::Uuid("x".into()), DeviceSpec::Uuid(uuid.into())),
+            (
+                DeviceSpec::PartUuid("x".into()),
+                DeviceSpec::PartUuid(partuuid.into()),
+            ),
+            (
+                DeviceSpec::Label("writable".into()),
+                DeviceSpec::PartUuid(partuuid.into()),
+            ),
+            (
+                DeviceSpec::Path("/dev/mmcblk0p2".into()),
+                DeviceSpec::PartUuid(partuuid.into()),
+            ),
+        ];
+        for (old, expected) in cases {
+            assert_eq!(new_spec(&old, partuuid, uuid), expected);
+        }
+    }
+
+    #[test]
+    fn cmdline_edit_changes_root_and_adds_rootwait_only() {
+        let current =
+            b"console=serial0,115200 console=tty1 root=/dev/mmcblk0p2 rootfstype=ext4 quiet\n";
+        let ops = vec![
+            EditOperation::CmdlineSetRoot {
+                spec: DeviceSpec::PartUuid("1a2b3c4d-01".into()),
+            },
+            EditOperation::CmdlineAdd {
+                arg: "rootwait".into(),
+            },
+        ];
+        let edited = apply(current, &ops).unwrap();
+        assert_eq!(
+            String::from_utf8(edited).unwrap(),
+            "console=serial0,115200 console=tty1 root=PARTUUID=1a2b3c4d-01 rootfstype=ext4 quiet rootwait\n"
+        );
+        let edit = file_edit(
+            EditSite::SourceBoot,
+            Path::new("/cmdline.txt"),
+            "SD".into(),
+            "/x.bak".into(),
+            current,
+            ops,
+        )
+        .unwrap();
+        assert!(edit
+            .diff
+            .contains("-console=serial0,115200 console=tty1 root=/dev/mmcblk0p2"));
+        assert!(edit
+            .diff
+            .contains("+console=serial0,115200 console=tty1 root=PARTUUID=1a2b3c4d-01"));
+    }
+
+    #[test]
+    fn fstab_edit_keeps_comments_and_alignment() {
+        let current = b"# root\nproc  /proc  proc  defaults  0  0\nPARTUUID=6c586e13-02\t/\text4\tdefaults,noatime\t0\t1\n";
+        let ops = vec![EditOperation::FstabSetSpec {
+            mountpoint: "/".into(),
+            spec: DeviceSpec::PartUuid("1a2b3c4d-01".into()),
+        }];
+        let edited = String::from_utf8(apply(current, &ops).unwrap()).unwrap();
+        assert_eq!(
+            edited,
+            "# root\nproc  /proc  proc  defaults  0  0\nPARTUUID=1a2b3c4d-01\t/\text4\tdefaults,noatime\t0\t1\n"
+        );
+    }
+
+    #[test]
+    fn a_broken_file_is_an_error_not_a_panic() {
+        let ops = vec![EditOperation::CmdlineSetRoot {
+            spec: DeviceSpec::PartUuid("1a2b3c4d-01".into()),
+        }];
+        assert!(apply(b"console=tty1 quiet\n", &ops).is_err());
+        assert!(apply(b"\0\xff\xfe", &ops).is_err());
+    }
+}

@@ -1,0 +1,195 @@
+//! The plan: everything a migration will do, decided before anything is
+//! written. `pimigrate plan` prints it; `migrate` prints the same value and
+//! hands it to the executor.
+
+pub mod edits;
+pub mod geometry;
+pub mod ids;
+pub mod mkfs;
+pub mod options;
+pub mod planner;
+pub mod refusal;
+pub mod render;
+pub mod space;
+
+pub use options::{Layout, Options, TableChoice};
+pub use planner::plan;
+pub use refusal::{Reason, Refusal};
+
+use crate::bootcfg::DeviceSpec;
+use crate::system::disks::Transport;
+use crate::system::mounts::DevNo;
+use crate::system::probe::TableKind;
+use crate::system::usage::Exclusion;
+use serde::Serialize;
+use space::SpaceCheck;
+use std::path::PathBuf;
+
+/// Bumped whenever a field changes meaning or disappears (adding is fine).
+pub const PLAN_SCHEMA: &str = "pimigrate.plan/1";
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    pub schema: &'static str,
+    pub layout: Layout,
+    pub pi: PiSummary,
+    pub source: SourceSummary,
+    pub target: TargetIdentity,
+    pub table: TablePlan,
+    pub filesystems: Vec<MkfsStep>,
+    pub copy: CopyPlan,
+    /// Full move: the boot partition's files go to the target's FAT partition.
+    pub boot_copy: Option<BootCopy>,
+    pub edits: Vec<FileEdit>,
+    pub boot_order: Option<BootOrderAdvice>,
+    /// Things the user should know that do not stop the move.
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PiSummary {
+    pub model: Option<String>,
+    pub family: crate::system::pi::PiFamily,
+    pub eeprom_bootloader: bool,
+    pub tryboot_available: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SourceSummary {
+    pub root_dir: PathBuf,
+    pub root_device: Option<String>,
+    pub boot_dir: PathBuf,
+    pub boot_device: Option<String>,
+    pub root_spec: DeviceSpec,
+    pub boot_spec: Option<DeviceSpec>,
+}
+
+/// Who the target is, so the executor can check, right before the first
+/// write, that the disk is still the one the user confirmed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TargetIdentity {
+    pub path: PathBuf,
+    pub name: String,
+    pub devno: DevNo,
+    pub vendor: Option<String>,
+    pub model: Option<String>,
+    pub serial: Option<String>,
+    pub size_bytes: u64,
+    pub logical_sector_size: u32,
+    pub transport: Transport,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PartitionRole {
+    Boot,
+    Root,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TablePlan {
+    pub kind: TableKind,
+    /// Why this kind (`auto` explains its choice).
+    pub reason: String,
+    /// MBR: the disk signature (8 hex digits); GPT: the disk GUID.
+    pub disk_id: String,
+    pub sector_size: u32,
+    pub alignment_bytes: u64,
+    pub partitions: Vec<PlannedPartition>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PlannedPartition {
+    pub number: u32,
+    pub role: PartitionRole,
+    /// First and last sector, inclusive, in logical sectors.
+    pub start_sector: u64,
+    pub end_sector: u64,
+    pub size_bytes: u64,
+    /// MBR type byte (`0x0c`, `0x83`) or GPT type GUID.
+    pub type_id: String,
+    pub type_name: String,
+    pub partuuid: String,
+    /// GPT partition name.
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MkfsStep {
+    pub partition: u32,
+    pub fstype: String,
+    pub label: String,
+    pub uuid: String,
+    /// The command, with `{partition}` where the kernel's partition node
+    /// goes (its name is read from sysfs once the table is re-read).
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CopyPlan {
+    pub from: PathBuf,
+    pub exclusions: Vec<Exclusion>,
+    /// Mount points below the root that belong to other filesystems and are
+    /// not descended into (files hidden beneath them are copied).
+    pub other_filesystems: Vec<PathBuf>,
+    pub files: u64,
+    pub directories: u64,
+    pub space: SpaceCheck,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BootCopy {
+    pub from: PathBuf,
+    pub to_partition: u32,
+    pub bytes: u64,
+    pub files: u64,
+}
+
+/// Which filesystem an edited file lives on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EditSite {
+    /// The new root filesystem on the target.
+    TargetRoot,
+    /// The new boot partition on the target (full move).
+    TargetBoot,
+    /// The source's boot partition: the SD card the firmware reads (a
+    /// root-only move). Changed last, atomically, after a backup.
+    SourceBoot,
+}
+
+/// One change to one file, as operations (re-applied to the file as it is
+/// at apply time) and as the diff they make to the file as it is now.
+#[derive(Debug, Clone, Serialize)]
+pub struct FileEdit {
+    pub site: EditSite,
+    /// Path inside that filesystem's mount: `/etc/fstab`, `/cmdline.txt`.
+    pub file: PathBuf,
+    /// Where that is, for a person: "SD card boot partition /dev/mmcblk0p1".
+    pub device: String,
+    pub backup: PathBuf,
+    pub operations: Vec<EditOperation>,
+    pub diff: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "op", rename_all = "kebab-case")]
+pub enum EditOperation {
+    FstabSetSpec {
+        mountpoint: String,
+        spec: DeviceSpec,
+    },
+    CmdlineSetRoot {
+        spec: DeviceSpec,
+    },
+    CmdlineAdd {
+        arg: String,
+    },
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BootOrderAdvice {
+    pub current: Option<String>,
+    pub needed: Option<String>,
+    pub message: String,
+}

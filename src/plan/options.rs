@@ -1,0 +1,59 @@
+//! What the user asked for.
+
+use crate::units::MIB;
+use serde::Serialize;
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Layout {
+    /// Only the root filesystem moves; the SD card keeps the boot partition
+    /// and must stay in. Works on every Pi.
+    RootOnly,
+    /// Boot and root move; the Pi boots from the target without the SD card.
+    Full,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum TableChoice {
+    /// MBR unless the disk is over 2 TiB or needs GPT, and never a table the
+    /// firmware cannot read in a full move.
+    Auto,
+    Mbr,
+    Gpt,
+}
+
+pub const DEFAULT_BOOT_SIZE: u64 = 512 * MIB;
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub target: PathBuf,
+    pub layout: Layout,
+    pub table: TableChoice,
+    pub boot_size: u64,
+    /// `None`: the rest of the disk.
+    pub root_size: Option<u64>,
+    /// Paths (as on the running system) the copy leaves out, on top of the
+    /// default exclusions.
+    pub excludes: Vec<PathBuf>,
+    /// Makes the random ids reproducible (tests, fleets that diff plans).
+    pub seed: Option<u64>,
+    /// Use this MBR disk signature instead of a random one.
+    pub disk_signature: Option<u32>,
+}
+
+impl Options {
+    pub fn new(target: impl Into<PathBuf>) -> Options {
+        Options {
+            target: target.into(),
+            layout: Layout::RootOnly,
+            table: TableChoice::Auto,
+            boot_size: DEFAULT_BOOT_SIZE,
+            root_size: None,
+            excludes: Vec::new(),
+            seed: None,
+            disk_signature: None,
+        }
+    }
+}

@@ -1,0 +1,989 @@
+//! From what is true about the machine and what the user asked, a plan or
+//! every reason there cannot be one. Pure but for the read-only checks of
+//! the target (is it busy?) and a metadata scan of the source.
+
+use super::edits::{backup_name, file_edit, new_spec};
+use super::geometry::{self, Geometry, MBR_MAX_SECTORS};
+use super::ids::{fresh_label, vfat_uuid_text, IdGenerator, KnownIds};
+use super::space::SpaceCheck;
+use super::*;
+use crate::bootcfg::{Cmdline, Fstab};
+use crate::system::disks::{Disk, Role};
+use crate::system::pi::{self, BootSupport, PiFamily};
+use crate::system::usage::{self, Exclusion};
+use crate::system::System;
+use crate::units::binary;
+use std::path::Path;
+
+/// A plan, or a refusal listing every reason found.
+pub fn plan(system: &System, options: &Options) -> Result<Plan, Refusal> {
+    let mut reasons = Vec::new();
+    let source = check_source(system, &mut reasons);
+    let target = match resolve_target(system, &options.target) {
+        Ok(disk) => disk,
+        Err(reason) => {
+            reasons.push(reason);
+            return Err(Refusal { reasons });
+        }
+    };
+    check_target_is_free(system, target, &mut reasons);
+    check_tools(options.layout, &mut reasons);
+    let (kind, table_reason) = match choose_table(system, target, options) {
+        Ok(choice) => choice,
+        Err(reason) => {
+            reasons.push(reason);
+            return Err(Refusal { reasons });
+        }
+    };
+    if options.layout == Layout::Full {
+        if let Err(reason) = check_full_move_bootable(system, target) {
+            reasons.push(reason);
+        }
+    }
+    let geometry = geometry::compute(&geometry::Request {
+        disk_bytes: target.size_bytes,
+        sector_size: target.logical_sector_size,
+        kind,
+        layout: options.layout,
+        boot_bytes: options.boot_size,
+        root_bytes: options.root_size,
+    });
+    let geometry = match geometry {
+        Ok(geometry) => Some(geometry),
+        Err(reason) => {
+            reasons.push(reason);
+            None
+        }
+    };
+    let exclusions = exclusions(system, options);
+    let scan = usage::scan(&system.host, &system.mounts, &exclusions);
+    let scan = match scan {
+        Ok(scan) => Some(scan),
+        Err(err) => {
+            reasons.push(Reason::new(
+                "source-unreadable",
+                format!(
+                    "could not scan the source root {}: {err}",
+                    system.host.source_root.display()
+                ),
+            ));
+            None
+        }
+    };
+    let (Some(source), Some(geometry), Some(scan)) = (source, geometry, scan) else {
+        return Err(Refusal { reasons });
+    };
+    let ss = u64::from(target.logical_sector_size);
+    let root_extent = geometry
+        .extents
+        .iter()
+        .find(|e| e.role == PartitionRole::Root);
+    let root_bytes = root_extent.map(|e| e.sectors() * ss).unwrap_or(0);
+    let space = SpaceCheck::new(scan.bytes, root_bytes);
+    if !space.fits {
+        reasons.push(
+            Reason::new(
+                "target-too-small",
+                format!(
+                    "the system uses {} and needs {} free on the new root, but a {} root partition on {} holds only {}",
+                    binary(space.used_bytes),
+                    binary(space.required_bytes),
+                    binary(root_bytes),
+                    target.path.display(),
+                    binary(space.usable_bytes)
+                ),
+            )
+            .hint("choose a larger disk, or leave out large directories with --exclude"),
+        );
+    }
+    let boot_copy = match options.layout {
+        Layout::Full => match boot_copy(system, &source, &geometry, ss) {
+            Ok(copy) => Some(copy),
+            Err(reason) => {
+                reasons.push(reason);
+                None
+            }
+        },
+        Layout::RootOnly => None,
+    };
+
+    let mut known = KnownIds::from_disks(&system.disks);
+    let ids = match new_ids(&mut known, kind, &geometry, options) {
+        Ok(ids) => ids,
+        Err(reason) => {
+            reasons.push(reason);
+            return Err(Refusal { reasons });
+        }
+    };
+    if !reasons.is_empty() {
+        return Err(Refusal { reasons });
+    }
+    let table = table_plan(kind, table_reason, &geometry, &ids, target);
+    let filesystems = mkfs_steps(system, &table, &ids, &known);
+    let edits = match edits(system, &source, &table, &filesystems, options.layout) {
+        Ok(edits) => edits,
+        Err(reason) => {
+            return Err(Refusal {
+                reasons: vec![reason],
+            })
+        }
+    };
+    let mut warnings = warnings(system, target, &geometry, options.layout);
+    let boot_order = (options.layout == Layout::Full)
+        .then(|| boot_order_advice(system, target, &mut warnings))
+        .flatten();
+    Ok(Plan {
+        schema: PLAN_SCHEMA,
+        layout: options.layout,
+        pi: PiSummary {
+            model: system.pi.model.clone(),
+            family: system.pi.family,
+            eeprom_bootloader: system.pi.eeprom_bootloader,
+            tryboot_available: system.pi.tryboot_available,
+        },
+        source: source.summary,
+        target: identity(target),
+        table,
+        filesystems,
+        copy: CopyPlan {
+            from: system.host.source_root.clone(),
+            exclusions,
+            other_filesystems: scan.other_filesystems,
+            files: scan.files,
+            directories: scan.directories,
+            space,
+        },
+        boot_copy,
+        edits,
+        boot_order,
+        warnings,
+    })
+}
+
+/// The source's boot files, understood.
+struct CheckedSource<'a> {
+    fstab: &'a Fstab,
+    fstab_bytes: &'a [u8],
+    cmdline: &'a Cmdline,
+    cmdline_bytes: &'a [u8],
+    cmdline_path: &'a Path,
+    boot_dir: &'a Path,
+    summary: SourceSummary,
+}
+
+fn check_source<'a>(system: &'a System, reasons: &mut Vec<Reason>) -> Option<CheckedSource<'a>> {
+    let source = &system.source;
+    let fstab = match &source.fstab {
+        Ok(file) => match &file.parsed {
+            Ok(fstab) => Some((fstab, file)),
+            Err(err) => {
+                reasons.push(Reason::new("source-fstab", err.clone()).hint(
+                    "fix /etc/fstab on the source first; pimigrate edits it and will not guess",
+                ));
+                None
+            }
+        },
+        Err(err) => {
+            reasons.push(Reason::new("source-fstab", err.clone()));
+            None
+        }
+    };
+    let cmdline = match &source.cmdline {
+        Ok(file) => match &file.parsed {
+            Ok(cmdline) => Some((cmdline, file)),
+            Err(err) => {
+                reasons.push(
+                    Reason::new("source-cmdline", err.clone())
+                        .hint("the firmware reads this file to boot; fix it (one line with root=...) before migrating"),
+                );
+                None
+            }
+        },
+        Err(err) => {
+            reasons.push(Reason::new("source-cmdline", err.clone()));
+            None
+        }
+    };
+    let ((fstab, fstab_file), (cmdline, cmdline_file)) = (fstab?, cmdline?);
+    let root_entry = fstab.root().ok()?;
+    let root_spec = match root_entry.device_spec() {
+        Ok(spec) => spec,
+        Err(err) => {
+            reasons.push(Reason::new(
+                "source-fstab",
+                format!(
+                    "the / entry of /etc/fstab names '{}', which is not a device: {err}",
+                    root_entry.spec
+                ),
+            ));
+            return None;
+        }
+    };
+    let boot_dir = source.boot_dir.as_deref()?;
+    let device_name = |devno| {
+        system
+            .disks
+            .iter()
+            .flat_map(|d| &d.partitions)
+            .find(|p| p.devno == Some(devno))
+            .and_then(|p| p.path.as_ref())
+            .map(|p| p.display().to_string())
+            .or_else(|| {
+                system
+                    .disk_holding(devno)
+                    .map(|d| d.path.display().to_string())
+            })
+    };
+    Some(CheckedSource {
+        fstab,
+        fstab_bytes: &fstab_file.bytes,
+        cmdline,
+        cmdline_bytes: &cmdline_file.bytes,
+        cmdline_path: &cmdline_file.path,
+        boot_dir,
+        summary: SourceSummary {
+            root_dir: source.root_dir.clone(),
+            root_device: source.root_devno.and_then(device_name),
+            boot_dir: boot_dir.to_path_buf(),
+            boot_device: source.boot_devno.and_then(device_name),
+            root_spec,
+            boot_spec: fstab.boot().and_then(|e| e.device_spec().ok()),
+        },
+    })
+}
+
+/// Finds the whole disk the user named, or says exactly what it is instead.
+fn resolve_target<'a>(system: &'a System, target: &Path) -> Result<&'a Disk, Reason> {
+    use std::os::unix::fs::FileTypeExt;
+    let host = &system.host;
+    let shown = target.display();
+    let not_found = || {
+        Reason::new("target-not-found", format!("{shown} does not exist"))
+            .hint("`pimigrate devices` lists the disks attached to this machine")
+    };
+    let devno = if host.is_live() {
+        let meta = std::fs::metadata(target).map_err(|err| match err.kind() {
+            std::io::ErrorKind::NotFound => not_found(),
+            _ => Reason::new("target-not-found", format!("cannot look at {shown}: {err}")),
+        })?;
+        if !meta.file_type().is_block_device() {
+            let what = if meta.is_dir() {
+                "a directory"
+            } else {
+                "a file"
+            };
+            return Err(Reason::new(
+                "target-not-block-device",
+                format!("{shown} is {what}, not a disk"),
+            )
+            .hint("give the disk's device, such as /dev/sda or /dev/nvme0n1 (`pimigrate devices` lists them)"));
+        }
+        crate::system::disks::devno_of_node(host, target).ok_or_else(not_found)?
+    } else {
+        match crate::system::disks::devno_of_node(host, target) {
+            Some(devno) => devno,
+            None if host.path(target).exists() => {
+                return Err(Reason::new(
+                    "target-not-block-device",
+                    format!("{shown} is not a block device"),
+                ))
+            }
+            None => return Err(not_found()),
+        }
+    };
+    if let Some(disk) = system.disks.iter().find(|d| d.devno == devno) {
+        return Ok(disk);
+    }
+    if let Some((disk, part)) = system.disks.iter().find_map(|d| {
+        d.partitions
+            .iter()
+            .find(|p| p.devno == Some(devno))
+            .map(|p| (d, p))
+    }) {
+        return Err(Reason::new(
+            "target-is-partition",
+            format!(
+                "{shown} is partition {} of {}, not a whole disk",
+                part.number,
+                disk.path.display()
+            ),
+        )
+        .hint(format!(
+            "pimigrate partitions the whole disk: give {} (everything on it will be replaced)",
+            disk.path.display()
+        )));
+    }
+    Err(Reason::new(
+        "target-not-found",
+        format!("{shown} ({devno}) is not a disk this machine lists"),
+    ))
+}
+
+fn check_target_is_free(system: &System, target: &Disk, reasons: &mut Vec<Reason>) {
+    let source = &system.source;
+    let holds =
+        |devno: Option<crate::system::mounts::DevNo>| devno.is_some_and(|d| target.contains(d));
+    if holds(source.running_root_devno) || holds(source.root_devno) {
+        reasons.push(
+            Reason::new(
+                "target-holds-root",
+                format!(
+                    "{} holds the root filesystem this system runs from",
+                    target.path.display()
+                ),
+            )
+            .hint("the target must be another disk; `pimigrate devices` marks candidates"),
+        );
+    } else if holds(source.boot_devno) {
+        reasons.push(Reason::new(
+            "target-holds-boot",
+            format!(
+                "{} holds the boot partition the Pi starts from",
+                target.path.display()
+            ),
+        ));
+    }
+    if target.read_only {
+        reasons.push(
+            Reason::new(
+                "target-read-only",
+                format!("{} is read-only", target.path.display()),
+            )
+            .hint("check the write-protect switch of an SD adapter or USB stick"),
+        );
+    }
+    if matches!(target.role, Role::SourceRoot | Role::SourceBoot) {
+        return;
+    }
+    let uses = target.uses();
+    if !uses.is_empty() {
+        reasons.push(
+            Reason::new(
+                "target-in-use",
+                format!("{} is in use: {}", target.path.display(), uses.join(", ")),
+            )
+            .hint("unmount it (and `swapoff` it) first; pimigrate never writes to a disk in use"),
+        );
+    } else if system.host.is_live() && kernel_says_busy(&target.path) {
+        reasons.push(
+            Reason::new(
+                "target-in-use",
+                format!(
+                    "the kernel reports {} busy (held by device-mapper, md, LVM or a mount)",
+                    target.path.display()
+                ),
+            )
+            .hint("`lsblk` and `dmsetup ls` show what holds it"),
+        );
+    }
+}
+
+/// An exclusive open fails with EBUSY while anything in the kernel holds
+/// the disk or one of its partitions. Opening read-only changes nothing.
+fn kernel_says_busy(path: &Path) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    let result = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_EXCL)
+        .open(path);
+    matches!(result, Err(err) if err.raw_os_error() == Some(nix::libc::EBUSY))
+}
+
+fn check_tools(layout: Layout, reasons: &mut Vec<Reason>) {
+    let mut needed = vec!["mkfs.ext4"];
+    if layout == Layout::Full {
+        needed.push("mkfs.vfat");
+    }
+    for program in needed {
+        if crate::tools::which(program).is_none() {
+            let package = crate::tools::package_for(program);
+            reasons.push(
+                Reason::new("tool-missing", format!("{program} is not installed"))
+                    .hint(format!("install it with: sudo apt install {package}")),
+            );
+        }
+    }
+}
+
+fn choose_table(
+    system: &System,
+    target: &Disk,
+    options: &Options,
+) -> Result<(TableKind, String), Reason> {
+    let over_limit = target.size_bytes / u64::from(target.logical_sector_size) > MBR_MAX_SECTORS;
+    let full = options.layout == Layout::Full;
+    let firmware_reads_gpt = system.pi.can_boot.gpt != BootSupport::No;
+    match options.table {
+        TableChoice::Mbr => Ok((TableKind::Mbr, "asked for with --table mbr".into())),
+        TableChoice::Gpt if full && !firmware_reads_gpt => Err(Reason::new(
+            "table-not-bootable",
+            format!("the firmware of a {} cannot boot from a GPT disk", family_name(system)),
+        )
+        .hint("use --table mbr, or --layout root-only (the kernel, not the firmware, reads the target then)")),
+        TableChoice::Gpt => Ok((TableKind::Gpt, "asked for with --table gpt".into())),
+        TableChoice::Auto if over_limit && full && !firmware_reads_gpt => Ok((
+            TableKind::Mbr,
+            "MBR, since this Pi's firmware cannot read GPT; MBR covers only the first 2 TiB".into(),
+        )),
+        TableChoice::Auto if over_limit => Ok((
+            TableKind::Gpt,
+            "GPT, since MBR cannot describe more than 2 TiB".into(),
+        )),
+        TableChoice::Auto => Ok((
+            TableKind::Mbr,
+            "MBR, as Raspberry Pi OS uses: every Pi firmware reads it, and the disk is under 2 TiB".into(),
+        )),
+    }
+}
+
+fn family_name(system: &System) -> String {
+    system
+        .pi
+        .model
+        .clone()
+        .unwrap_or_else(|| "this machine".into())
+}
+
+/// A full move needs the firmware to boot from the target's transport.
+fn check_full_move_bootable(system: &System, target: &Disk) -> Result<(), Reason> {
+    use crate::system::disks::Transport;
+    let caps = &system.pi.can_boot;
+    let support = match target.transport {
+        Transport::Usb => caps.usb,
+        Transport::Nvme => caps.nvme,
+        Transport::Mmc => caps.sd,
+        _ if system.pi.family == PiFamily::NotAPi => BootSupport::Unknown,
+        _ => BootSupport::No,
+    };
+    if support.possible() {
+        return Ok(());
+    }
+    Err(Reason::new(
+        "transport-not-bootable",
+        format!(
+            "a {} cannot boot from a {} disk, so a full move onto {} would not start",
+            family_name(system),
+            target.transport,
+            target.path.display()
+        ),
+    )
+    .hint("use --layout root-only: the boot partition stays on the SD card and only / moves, which works on every Pi"))
+}
+
+fn exclusions(system: &System, options: &Options) -> Vec<Exclusion> {
+    let mut list = usage::default_exclusions();
+    let root = &system.host.source_root;
+    for swap in system.swaps.iter().filter(|s| s.kind == "file") {
+        if let Ok(relative) = swap.path.strip_prefix(root) {
+            let path = Path::new("/").join(relative);
+            if !list.iter().any(|e| e.path == path) {
+                list.push(Exclusion::new(
+                    &path.to_string_lossy(),
+                    false,
+                    "active swap file",
+                ));
+            }
+        }
+    }
+    // Boot files sitting in a plain directory of the root filesystem (an
+    // image whose boot partition is not mounted) are not part of root.
+    if let Some(boot_dir) = &system.source.boot_dir {
+        if !system.source.boot_is_mounted {
+            if let Ok(relative) = boot_dir.strip_prefix(root) {
+                let path = Path::new("/").join(relative);
+                list.push(Exclusion::new(
+                    &path.to_string_lossy(),
+                    true,
+                    "boot files (copied to the boot partition, if at all)",
+                ));
+            }
+        }
+    }
+    for exclude in &options.excludes {
+        let path = Path::new("/").join(exclude.strip_prefix("/").unwrap_or(exclude));
+        list.push(Exclusion::new(&path.to_string_lossy(), false, "--exclude"));
+    }
+    list
+}
+
+fn boot_copy(
+    system: &System,
+    source: &CheckedSource,
+    geometry: &Geometry,
+    ss: u64,
+) -> Result<BootCopy, Reason> {
+    let boot_dir = system.host.path(source.boot_dir);
+    let (mut bytes, mut files) = (0u64, 0u64);
+    for entry in walkdir::WalkDir::new(&boot_dir).into_iter() {
+        let entry = entry.map_err(|err| {
+            Reason::new(
+                "source-unreadable",
+                format!(
+                    "could not read the boot files in {}: {err}",
+                    source.boot_dir.display()
+                ),
+            )
+        })?;
+        if entry.file_type().is_file() {
+            files += 1;
+            bytes += entry.metadata().map(|m| m.len()).unwrap_or(0);
+        }
+    }
+    let boot = geometry
+        .extents
+        .iter()
+        .find(|e| e.role == PartitionRole::Boot);
+    let partition_bytes = boot.map(|e| e.sectors() * ss).unwrap_or(0);
+    // FAT32 keeps two FATs and rounds files up to clusters: ask for 10 % room.
+    if bytes + bytes / 10 > partition_bytes {
+        return Err(Reason::new(
+            "boot-too-small",
+            format!(
+                "the boot files take {}, more than the {} boot partition holds",
+                binary(bytes),
+                binary(partition_bytes)
+            ),
+        )
+        .hint("give a larger --boot-size"));
+    }
+    Ok(BootCopy {
+        from: source.boot_dir.to_path_buf(),
+        to_partition: 1,
+        bytes,
+        files,
+    })
+}
+
+/// Ids for the new table and filesystems.
+struct NewIds {
+    disk_id: String,
+    partuuids: Vec<String>,
+    gpt_types: Vec<(String, String)>,
+    root_fs_uuid: String,
+    boot_fs_serial: Option<u32>,
+}
+
+fn new_ids(
+    known: &mut KnownIds,
+    kind: TableKind,
+    geometry: &Geometry,
+    options: &Options,
+) -> Result<NewIds, Reason> {
+    let mut ids = IdGenerator::new(options.seed);
+    let numbers: Vec<u32> = (1..=geometry.extents.len() as u32).collect();
+    let (disk_id, partuuids) = match kind {
+        TableKind::Mbr => {
+            let sig = ids.mbr_signature(known, options.disk_signature, &numbers)?;
+            let parts = numbers
+                .iter()
+                .map(|&n| crate::system::probe::mbr_partuuid(sig, n))
+                .collect();
+            (format!("{sig:08x}"), parts)
+        }
+        TableKind::Gpt => {
+            let disk = ids.guid(known)?.hyphenated().to_string();
+            let parts = numbers
+                .iter()
+                .map(|_| ids.guid(known).map(|g| g.hyphenated().to_string()))
+                .collect::<Result<_, _>>()?;
+            (disk, parts)
+        }
+    };
+    let gpt_types = geometry
+        .extents
+        .iter()
+        .map(|extent| match extent.role {
+            PartitionRole::Boot => (
+                GPT_BASIC_DATA.to_string(),
+                "Microsoft basic data (FAT)".to_string(),
+            ),
+            PartitionRole::Root => (GPT_LINUX_FS.to_string(), "Linux filesystem".to_string()),
+        })
+        .collect();
+    let has_boot = geometry
+        .extents
+        .iter()
+        .any(|e| e.role == PartitionRole::Boot);
+    Ok(NewIds {
+        disk_id,
+        partuuids,
+        gpt_types,
+        root_fs_uuid: ids.guid(known)?.hyphenated().to_string(),
+        boot_fs_serial: if has_boot {
+            Some(ids.vfat_serial(known)?)
+        } else {
+            None
+        },
+    })
+}
+
+const GPT_BASIC_DATA: &str = "ebd0a0a2-b9e5-4433-87c0-68b6b72699c7";
+const GPT_LINUX_FS: &str = "0fc63daf-8483-4772-8e79-3d69d8477de4";
+
+fn table_plan(
+    kind: TableKind,
+    reason: String,
+    geometry: &Geometry,
+    ids: &NewIds,
+    target: &Disk,
+) -> TablePlan {
+    let ss = u64::from(target.logical_sector_size);
+    let partitions = geometry
+        .extents
+        .iter()
+        .enumerate()
+        .map(|(index, extent)| {
+            let (type_id, type_name) = match (kind, extent.role) {
+                (TableKind::Mbr, PartitionRole::Boot) => {
+                    ("0x0c".to_string(), "W95 FAT32 (LBA)".to_string())
+                }
+                (TableKind::Mbr, PartitionRole::Root) => ("0x83".to_string(), "Linux".to_string()),
+                (TableKind::Gpt, _) => ids.gpt_types[index].clone(),
+            };
+            PlannedPartition {
+                number: index as u32 + 1,
+                role: extent.role,
+                start_sector: extent.start,
+                end_sector: extent.end,
+                size_bytes: extent.sectors() * ss,
+                type_id,
+                type_name,
+                partuuid: ids.partuuids[index].clone(),
+                name: (kind == TableKind::Gpt).then(|| match extent.role {
+                    PartitionRole::Boot => "boot".to_string(),
+                    PartitionRole::Root => "root".to_string(),
+                }),
+            }
+        })
+        .collect();
+    TablePlan {
+        kind,
+        reason,
+        disk_id: ids.disk_id.clone(),
+        sector_size: target.logical_sector_size,
+        alignment_bytes: geometry::ALIGNMENT_BYTES,
+        partitions,
+    }
+}
+
+fn mkfs_steps(system: &System, table: &TablePlan, ids: &NewIds, known: &KnownIds) -> Vec<MkfsStep> {
+    let orphan_off = super::mkfs::needs_orphan_file_off(
+        super::mkfs::host_mke2fs_version(),
+        super::mkfs::source_e2fsprogs_version(&system.host, &system.host.source_root),
+    );
+    table
+        .partitions
+        .iter()
+        .map(|part| match part.role {
+            PartitionRole::Root => {
+                let label = fresh_label("rootfs", known);
+                let mut command: Vec<String> =
+                    ["mkfs.ext4", "-F", "-L", &label, "-U", &ids.root_fs_uuid]
+                        .map(str::to_string)
+                        .to_vec();
+                if orphan_off {
+                    command.extend(["-O".to_string(), "^orphan_file".to_string()]);
+                }
+                command.push("{partition}".to_string());
+                MkfsStep {
+                    partition: part.number,
+                    fstype: "ext4".into(),
+                    label,
+                    uuid: ids.root_fs_uuid.clone(),
+                    command,
+                }
+            }
+            PartitionRole::Boot => {
+                let serial = ids.boot_fs_serial.unwrap_or_default();
+                let label = fresh_label("BOOTFS", known);
+                MkfsStep {
+                    partition: part.number,
+                    fstype: "vfat".into(),
+                    command: [
+                        "mkfs.vfat",
+                        "-F",
+                        "32",
+                        "-n",
+                        &label,
+                        "-i",
+                        &format!("{serial:08X}"),
+                        "{partition}",
+                    ]
+                    .map(str::to_string)
+                    .to_vec(),
+                    label,
+                    uuid: vfat_uuid_text(serial),
+                }
+            }
+        })
+        .collect()
+}
+
+fn edits(
+    system: &System,
+    source: &CheckedSource,
+    table: &TablePlan,
+    filesystems: &[MkfsStep],
+    layout: Layout,
+) -> Result<Vec<FileEdit>, Reason> {
+    let part = |role| table.partitions.iter().find(|p| p.role == role);
+    let fs = |number| filesystems.iter().find(|f| f.partition == number);
+    let root_part = part(PartitionRole::Root).expect("every layout has a root partition");
+    let root_fs = fs(root_part.number).expect("every partition gets a filesystem");
+    let root_for = |old: &DeviceSpec| new_spec(old, &root_part.partuuid, &root_fs.uuid);
+    let mut fstab_ops = vec![EditOperation::FstabSetSpec {
+        mountpoint: "/".into(),
+        spec: root_for(&source.summary.root_spec),
+    }];
+    if layout == Layout::Full {
+        if let (Some(boot_entry), Some(boot_part)) =
+            (source.fstab.boot(), part(PartitionRole::Boot))
+        {
+            if let Ok(old) = boot_entry.device_spec() {
+                let boot_fs = fs(boot_part.number).expect("every partition gets a filesystem");
+                fstab_ops.push(EditOperation::FstabSetSpec {
+                    mountpoint: boot_entry.mountpoint.clone(),
+                    spec: new_spec(&old, &boot_part.partuuid, &boot_fs.uuid),
+                });
+            }
+        }
+    }
+    let cmdline_root = source
+        .cmdline
+        .root()
+        .map_err(|e| Reason::new("source-cmdline", e.to_string()))?;
+    let mut cmdline_ops = vec![EditOperation::CmdlineSetRoot {
+        spec: root_for(&cmdline_root),
+    }];
+    if !source.cmdline.has("rootwait") {
+        cmdline_ops.push(EditOperation::CmdlineAdd {
+            arg: "rootwait".into(),
+        });
+    }
+    let fail = |err: String| Reason::new("source-edit", err);
+    let fstab_edit = file_edit(
+        EditSite::TargetRoot,
+        Path::new("/etc/fstab"),
+        format!(
+            "the new root filesystem (partition {} of the target)",
+            root_part.number
+        ),
+        "/etc/fstab.pimigrate-backup".into(),
+        source.fstab_bytes,
+        fstab_ops,
+    )
+    .map_err(fail)?;
+    let cmdline_name = source
+        .cmdline_path
+        .strip_prefix(source.boot_dir)
+        .map(|p| Path::new("/").join(p))
+        .unwrap_or_else(|_| source.cmdline_path.to_path_buf());
+    let cmdline_edit = match layout {
+        Layout::RootOnly => {
+            let backup = backup_name(&system.host, source.cmdline_path);
+            let backup = backup
+                .strip_prefix(source.boot_dir)
+                .map(|p| Path::new("/").join(p))
+                .unwrap_or(backup.clone());
+            let device = match &source.summary.boot_device {
+                Some(dev) => format!(
+                    "the SD card's boot partition {dev}, mounted at {}",
+                    source.boot_dir.display()
+                ),
+                None => format!("the boot directory {}", source.boot_dir.display()),
+            };
+            file_edit(
+                EditSite::SourceBoot,
+                &cmdline_name,
+                device,
+                backup,
+                source.cmdline_bytes,
+                cmdline_ops,
+            )
+        }
+        Layout::Full => {
+            let backup = format!("{}.pimigrate-backup", cmdline_name.display());
+            file_edit(
+                EditSite::TargetBoot,
+                &cmdline_name,
+                "the new boot partition (partition 1 of the target); the SD card is not changed"
+                    .into(),
+                backup.into(),
+                source.cmdline_bytes,
+                cmdline_ops,
+            )
+        }
+    }
+    .map_err(fail)?;
+    Ok(vec![fstab_edit, cmdline_edit])
+}
+
+fn identity(disk: &Disk) -> TargetIdentity {
+    TargetIdentity {
+        path: disk.path.clone(),
+        name: disk.name.clone(),
+        devno: disk.devno,
+        vendor: disk.vendor.clone(),
+        model: disk.model.clone(),
+        serial: disk.serial.clone(),
+        size_bytes: disk.size_bytes,
+        logical_sector_size: disk.logical_sector_size,
+        transport: disk.transport,
+    }
+}
+
+fn warnings(system: &System, target: &Disk, geometry: &Geometry, layout: Layout) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let existing: Vec<String> = target
+        .partitions
+        .iter()
+        .map(|p| {
+            let name = p
+                .path
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or(format!("partition {}", p.number));
+            let what = [p.fstype.as_deref(), p.label.as_deref()]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(" ");
+            format!(
+                "{name} ({}{}{})",
+                binary(p.size_bytes),
+                if what.is_empty() { "" } else { ", " },
+                what
+            )
+        })
+        .collect();
+    if !existing.is_empty() {
+        warnings.push(format!(
+            "everything on {} will be erased: {}",
+            target.path.display(),
+            existing.join(", ")
+        ));
+    }
+    if geometry.limited_by_mbr {
+        warnings.push(format!(
+            "MBR describes only the first 2 TiB: {} of {} stays unused",
+            binary(geometry.unused_bytes),
+            target.path.display()
+        ));
+    }
+    if layout == Layout::RootOnly {
+        warnings.push(
+            "root-only move: the SD card keeps the boot partition and must stay in the Pi".into(),
+        );
+    }
+    match system.pi.family {
+        PiFamily::NotAPi => warnings.push(
+            "this is not a Raspberry Pi (no Pi model in the device tree): what the firmware can boot from is not checked".into(),
+        ),
+        PiFamily::UnknownPi => warnings.push(format!(
+            "{} is a model this version does not know: boot support is not checked",
+            family_name(system)
+        )),
+        _ => {}
+    }
+    if layout == Layout::Full
+        && target.transport == crate::system::disks::Transport::Usb
+        && system.pi.can_boot.usb == BootSupport::NeedsOtp
+    {
+        warnings.push(
+            "this Pi boots from USB only after the one-time, irreversible OTP setting program_usb_boot_mode=1; \
+             `vcgencmd otp_dump | grep 17:` shows 3020000a once it is set"
+                .into(),
+        );
+    }
+    if let Some(usb) = &target.usb {
+        if usb.speed_mbps.is_some_and(|s| s < 5000) {
+            warnings.push(format!(
+                "{} runs at USB 2 speed ({} Mbit/s): expect about 35 MB/s at best; use a blue USB 3 port if the Pi has one",
+                target.path.display(),
+                usb.speed_mbps.unwrap_or(0)
+            ));
+        }
+    }
+    for reference in system.source.references(&system.disks) {
+        match reference.matches.len() {
+            1 => {}
+            0 => warnings.push(format!(
+                "{} names {}, which no attached disk has",
+                reference.place, reference.spec
+            )),
+            _ => warnings.push(format!(
+                "{} names {}, which several attached devices have ({}): the kernel may pick either",
+                reference.place,
+                reference.spec,
+                reference.matches.join(", ")
+            )),
+        }
+    }
+    if !system.source.boot_is_mounted && system.host.boot_dir.is_none() {
+        warnings.push("the boot partition is not mounted; the boot files were read from a directory of the root filesystem".into());
+    }
+    warnings
+}
+
+fn boot_order_advice(
+    system: &System,
+    target: &Disk,
+    warnings: &mut Vec<String>,
+) -> Option<BootOrderAdvice> {
+    use crate::system::disks::Transport;
+    let (mode, name) = match target.transport {
+        Transport::Usb => (pi::BOOT_MODE_USB, "USB"),
+        Transport::Nvme => (pi::BOOT_MODE_NVME, "NVMe"),
+        _ => return None,
+    };
+    if !system.pi.eeprom_bootloader {
+        if system.pi.family != PiFamily::NotAPi {
+            warnings.push(format!(
+                "this Pi tries the SD card before {name}: take the SD card out after the move"
+            ));
+        }
+        return None;
+    }
+    let Some(order) = &system.pi.boot_order else {
+        return Some(BootOrderAdvice {
+            current: None,
+            needed: None,
+            message: format!(
+                "could not read BOOT_ORDER (rpi-eeprom-config is not installed or did not answer): it must try {name} \
+                 ({mode:x}) before the SD card (1), or the SD card must come out after the move"
+            ),
+        });
+    };
+    let first = order.first_of(&[mode, pi::BOOT_MODE_SD]);
+    let (needed, message) = if first == Some(mode) {
+        (
+            None,
+            format!(
+                "BOOT_ORDER {} already tries {name} before the SD card",
+                order.describe()
+            ),
+        )
+    } else {
+        let wanted = order.with_first(mode);
+        let message = if order.modes().contains(&mode) {
+            format!(
+                "BOOT_ORDER {} tries the SD card first: take the SD card out after the move, or set BOOT_ORDER={} \
+                 with `sudo rpi-eeprom-config --edit`",
+                order.describe(),
+                wanted
+            )
+        } else {
+            format!(
+                "BOOT_ORDER {} never tries {name}: set BOOT_ORDER={} with `sudo rpi-eeprom-config --edit` before rebooting",
+                order.describe(),
+                wanted
+            )
+        };
+        (Some(wanted.to_string()), message)
+    };
+    Some(BootOrderAdvice {
+        current: Some(order.to_string()),
+        needed,
+        message,
+    })
+}

@@ -1,0 +1,225 @@
+//! The plan for a person. (For scripts the plan is serialised as JSON.)
+
+use super::*;
+use crate::units::{binary, human_bytes};
+use std::fmt::Write;
+
+/// How much to say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Detail {
+    Brief,
+    Normal,
+    Full,
+}
+
+pub fn plan_text(plan: &Plan, detail: Detail) -> String {
+    let mut out = String::new();
+    let target = &plan.target;
+    let name = [target.vendor.as_deref(), target.model.as_deref()]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let layout = match plan.layout {
+        Layout::RootOnly => "root-only move (boot stays on the SD card)",
+        Layout::Full => "full move (boot and root)",
+    };
+    let _ = writeln!(
+        out,
+        "Plan: {layout} to {} ({}{}{}, {})",
+        target.path.display(),
+        name,
+        if name.is_empty() { "" } else { ", " },
+        human_bytes(target.size_bytes),
+        target.transport
+    );
+    if detail == Detail::Brief {
+        let _ = writeln!(
+            out,
+            "      {} partition(s), {} to copy; dry run, nothing written",
+            plan.table.partitions.len(),
+            binary(plan.copy.space.used_bytes)
+        );
+        return out;
+    }
+    let _ = writeln!(out, "Dry run: nothing has been written.\n");
+    let source = &plan.source;
+    let on = |dev: &Option<String>| dev.as_ref().map(|d| format!(" on {d}")).unwrap_or_default();
+    let _ = writeln!(out, "Source");
+    let _ = writeln!(
+        out,
+        "  root   {}{}  (fstab names it {})",
+        source.root_dir.display(),
+        on(&source.root_device),
+        source.root_spec
+    );
+    let _ = writeln!(
+        out,
+        "  boot   {}{}",
+        source.boot_dir.display(),
+        on(&source.boot_device)
+    );
+    let pi = plan.pi.model.as_deref().unwrap_or("not a Raspberry Pi");
+    let _ = writeln!(
+        out,
+        "  model  {pi}{}",
+        if plan.pi.eeprom_bootloader {
+            " (EEPROM bootloader)"
+        } else {
+            ""
+        }
+    );
+    if let Some(serial) = &target.serial {
+        let _ = writeln!(out, "\nTarget serial {serial}, {}-byte sectors: checked again right before the first write.", target.logical_sector_size);
+    }
+
+    let table = &plan.table;
+    let id_name = match table.kind {
+        crate::system::probe::TableKind::Mbr => "disk signature",
+        crate::system::probe::TableKind::Gpt => "disk GUID",
+    };
+    let _ = writeln!(
+        out,
+        "\nPartition table: {} ({id_name} {})",
+        table.kind.to_string().to_uppercase(),
+        table.disk_id
+    );
+    let _ = writeln!(out, "  {}", table.reason);
+    let _ = writeln!(
+        out,
+        "  {:<2} {:<5} {:>12} {:>12} {:>11}  {:<28} PARTUUID",
+        "#", "ROLE", "START", "END", "SIZE", "TYPE"
+    );
+    for part in &table.partitions {
+        let role = match part.role {
+            PartitionRole::Boot => "boot",
+            PartitionRole::Root => "root",
+        };
+        let kind = match table.kind {
+            crate::system::probe::TableKind::Mbr => format!("{} {}", part.type_id, part.type_name),
+            crate::system::probe::TableKind::Gpt => part.type_name.clone(),
+        };
+        let _ = writeln!(
+            out,
+            "  {:<2} {:<5} {:>12} {:>12} {:>11}  {:<28} {}",
+            part.number,
+            role,
+            part.start_sector,
+            part.end_sector,
+            binary(part.size_bytes),
+            kind,
+            part.partuuid
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  sectors of {} bytes; every partition starts and ends on a 4 MiB boundary",
+        table.sector_size
+    );
+
+    let _ = writeln!(out, "\nFilesystems");
+    for fs in &plan.filesystems {
+        let command = fs
+            .command
+            .join(" ")
+            .replace("{partition}", &format!("<partition {}>", fs.partition));
+        let _ = writeln!(out, "  {command}");
+    }
+
+    let copy = &plan.copy;
+    let space = &copy.space;
+    let _ = writeln!(out, "\nCopy");
+    let _ = writeln!(
+        out,
+        "  {} -> new root: {} in {} files and {} directories, with owners, modes, times, links, devices, xattrs and ACLs",
+        copy.from.display(),
+        binary(space.used_bytes),
+        copy.files,
+        copy.directories
+    );
+    let _ = writeln!(
+        out,
+        "  space: needs {} free (with room to grow); the {} root partition gives {} after ext4's own overhead",
+        binary(space.required_bytes),
+        binary(space.root_partition_bytes),
+        binary(space.usable_bytes)
+    );
+    if detail == Detail::Full {
+        for exclusion in &copy.exclusions {
+            let what = if exclusion.contents_only {
+                "contents of "
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                out,
+                "  leaves out {what}{} ({})",
+                exclusion.path.display(),
+                exclusion.why
+            );
+        }
+    } else {
+        let names: Vec<String> = copy
+            .exclusions
+            .iter()
+            .map(|e| {
+                format!(
+                    "{}{}",
+                    e.path.display(),
+                    if e.contents_only { "/*" } else { "" }
+                )
+            })
+            .collect();
+        let _ = writeln!(out, "  leaves out {}", names.join(", "));
+    }
+    if !copy.other_filesystems.is_empty() {
+        let names: Vec<String> = copy
+            .other_filesystems
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        let _ = writeln!(
+            out,
+            "  stays on one filesystem; not descended into: {}",
+            names.join(", ")
+        );
+    }
+    if let Some(boot) = &plan.boot_copy {
+        let _ = writeln!(
+            out,
+            "  boot files: {} ({} files, {}) -> partition {}",
+            boot.from.display(),
+            boot.files,
+            binary(boot.bytes),
+            boot.to_partition
+        );
+    }
+
+    let _ = writeln!(out, "\nBoot file changes");
+    for edit in &plan.edits {
+        let when = match edit.site {
+            EditSite::SourceBoot => "; changed last, atomically",
+            _ => "",
+        };
+        let _ = writeln!(
+            out,
+            "  {} on {}\n  backup {}{when}",
+            edit.file.display(),
+            edit.device,
+            edit.backup.display()
+        );
+        for line in edit.diff.lines() {
+            let _ = writeln!(out, "    {line}");
+        }
+    }
+    if let Some(order) = &plan.boot_order {
+        let _ = writeln!(out, "\nBoot order\n  {}", order.message);
+    }
+    if !plan.warnings.is_empty() {
+        let _ = writeln!(out, "\nPlease note");
+        for warning in &plan.warnings {
+            let _ = writeln!(out, "  ! {warning}");
+        }
+    }
+    out
+}

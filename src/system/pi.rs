@@ -1,0 +1,378 @@
+//! Which Raspberry Pi this is and what its firmware can boot from.
+
+use crate::host::Host;
+use serde::Serialize;
+
+/// Pi models grouped by how they boot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PiFamily {
+    /// Pi 1, Compute Module 1.
+    Pi1,
+    Pi2,
+    /// Pi 3B, 3A+, CM3/CM3+/CM4S: USB boot after a one-time OTP bit.
+    Pi3,
+    /// Pi 3B+: USB boot out of the box.
+    Pi3Plus,
+    Zero,
+    Zero2,
+    /// Pi 4, 400: EEPROM bootloader.
+    Pi4,
+    /// Compute Module 4: EEPROM bootloader with NVMe.
+    Cm4,
+    /// Pi 5, 500, CM5: EEPROM bootloader with NVMe.
+    Pi5,
+    /// A Raspberry Pi model this version does not know.
+    UnknownPi,
+    /// Not a Raspberry Pi (a workstation, the emulated testbed).
+    NotAPi,
+}
+
+/// Whether the firmware can boot from a kind of disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BootSupport {
+    Yes,
+    /// Pi 3B and friends: after `program_usb_boot_mode=1`, a one-time,
+    /// irreversible OTP change.
+    NeedsOtp,
+    No,
+    /// Not a Pi: nothing to check against.
+    Unknown,
+}
+
+impl BootSupport {
+    pub fn possible(self) -> bool {
+        !matches!(self, BootSupport::No)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BootCapabilities {
+    pub sd: BootSupport,
+    pub usb: BootSupport,
+    pub nvme: BootSupport,
+    /// Can the firmware read a GPT disk (Pi 4 and later)?
+    pub gpt: BootSupport,
+}
+
+/// `BOOT_ORDER` from the EEPROM configuration: hex digits read right to left.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BootOrder {
+    pub value: u32,
+}
+
+/// Boot modes as BOOT_ORDER spells them.
+pub const BOOT_MODE_SD: u8 = 0x1;
+pub const BOOT_MODE_NETWORK: u8 = 0x2;
+pub const BOOT_MODE_USB: u8 = 0x4;
+pub const BOOT_MODE_NVME: u8 = 0x6;
+pub const BOOT_MODE_RESTART: u8 = 0xf;
+
+impl BootOrder {
+    pub fn parse(text: &str) -> Option<BootOrder> {
+        let hex = text
+            .trim()
+            .trim_start_matches("0x")
+            .trim_start_matches("0X");
+        u32::from_str_radix(hex, 16)
+            .ok()
+            .map(|value| BootOrder { value })
+    }
+
+    /// The modes in the order they are tried.
+    pub fn modes(&self) -> Vec<u8> {
+        let mut modes = Vec::new();
+        let mut value = self.value;
+        while value != 0 {
+            modes.push((value & 0xf) as u8);
+            value >>= 4;
+        }
+        modes
+    }
+
+    fn from_modes(modes: &[u8]) -> BootOrder {
+        let value = modes
+            .iter()
+            .rev()
+            .fold(0u32, |acc, &mode| (acc << 4) | u32::from(mode));
+        BootOrder { value }
+    }
+
+    /// The same order with `mode` tried first, the others kept in order.
+    pub fn with_first(&self, mode: u8) -> BootOrder {
+        let mut modes: Vec<u8> = self.modes().into_iter().filter(|&m| m != mode).collect();
+        modes.insert(0, mode);
+        BootOrder::from_modes(&modes)
+    }
+
+    pub fn first_of(&self, wanted: &[u8]) -> Option<u8> {
+        self.modes().into_iter().find(|m| wanted.contains(m))
+    }
+
+    pub fn describe(&self) -> String {
+        let names: Vec<&str> = self
+            .modes()
+            .into_iter()
+            .map(|mode| match mode {
+                BOOT_MODE_SD => "SD",
+                BOOT_MODE_NETWORK => "network",
+                BOOT_MODE_USB => "USB",
+                BOOT_MODE_NVME => "NVMe",
+                BOOT_MODE_RESTART => "restart",
+                _ => "other",
+            })
+            .collect();
+        format!("{} ({})", self, names.join(", "))
+    }
+}
+
+impl std::fmt::Display for BootOrder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "0x{:x}", self.value)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PiInfo {
+    /// The device tree's model string, e.g. "Raspberry Pi 4 Model B Rev 1.4".
+    pub model: Option<String>,
+    pub family: PiFamily,
+    pub eeprom_bootloader: bool,
+    pub can_boot: BootCapabilities,
+    /// `reboot "0 tryboot"` and tryboot.txt work.
+    pub tryboot_available: bool,
+    /// This boot is a trial boot (`chosen/bootloader/tryboot` reads 1).
+    pub in_trial_boot: bool,
+    /// From `rpi-eeprom-config`, when it is installed and answers.
+    pub boot_order: Option<BootOrder>,
+    /// The name config.txt uses in section filters: `pi4`, `pi5`, ...
+    pub config_filter: Option<&'static str>,
+}
+
+impl PiFamily {
+    /// Classifies the device tree's model string.
+    pub fn from_model(model: Option<&str>) -> PiFamily {
+        let Some(model) = model else {
+            return PiFamily::NotAPi;
+        };
+        let Some(rest) = model.strip_prefix("Raspberry Pi ") else {
+            return PiFamily::NotAPi;
+        };
+        let starts = |prefix: &str| rest.starts_with(prefix);
+        if starts("5") || starts("Compute Module 5") || starts("500") {
+            PiFamily::Pi5
+        } else if starts("Compute Module 4S") {
+            PiFamily::Pi3
+        } else if starts("Compute Module 4") {
+            PiFamily::Cm4
+        } else if starts("4") || starts("400") {
+            PiFamily::Pi4
+        } else if starts("3 Model B Plus") {
+            PiFamily::Pi3Plus
+        } else if starts("3") || starts("Compute Module 3") {
+            PiFamily::Pi3
+        } else if starts("Zero 2") {
+            PiFamily::Zero2
+        } else if starts("Zero") {
+            PiFamily::Zero
+        } else if starts("2") {
+            PiFamily::Pi2
+        } else if starts("Model") || starts("Compute Module") {
+            PiFamily::Pi1
+        } else {
+            PiFamily::UnknownPi
+        }
+    }
+
+    pub fn has_eeprom_bootloader(self) -> bool {
+        matches!(self, PiFamily::Pi4 | PiFamily::Cm4 | PiFamily::Pi5)
+    }
+
+    pub fn capabilities(self) -> BootCapabilities {
+        use BootSupport::*;
+        let (usb, nvme) = match self {
+            PiFamily::Pi5 | PiFamily::Cm4 => (Yes, Yes),
+            PiFamily::Pi4 | PiFamily::Pi3Plus => (Yes, No),
+            PiFamily::Pi3 => (NeedsOtp, No),
+            PiFamily::Pi1 | PiFamily::Pi2 | PiFamily::Zero | PiFamily::Zero2 => (No, No),
+            // Unknown models: refuse nothing we cannot check, but say so.
+            PiFamily::UnknownPi | PiFamily::NotAPi => (Unknown, Unknown),
+        };
+        let gpt = match self {
+            _ if self.has_eeprom_bootloader() => Yes,
+            PiFamily::UnknownPi | PiFamily::NotAPi => Unknown,
+            _ => No,
+        };
+        let sd = match self {
+            PiFamily::NotAPi => Unknown,
+            _ => Yes,
+        };
+        BootCapabilities { sd, usb, nvme, gpt }
+    }
+}
+
+/// The name config.txt's model filters use for this board (`pi4`, `pi400`,
+/// `cm4`, `pi5`, ...), from the device tree's model string.
+pub fn config_filter(model: &str) -> Option<&'static str> {
+    let rest = model.strip_prefix("Raspberry Pi ")?;
+    let table: [(&str, &str); 16] = [
+        ("500", "pi500"),
+        ("5", "pi5"),
+        ("Compute Module 5", "cm5"),
+        ("400", "pi400"),
+        ("4", "pi4"),
+        ("Compute Module 4S", "cm4s"),
+        ("Compute Module 4", "cm4"),
+        ("3 Model B Plus", "pi3+"),
+        ("3 Model A Plus", "pi3+"),
+        ("3", "pi3"),
+        ("Compute Module 3", "cm3"),
+        ("Zero 2", "pi02"),
+        ("Zero", "pi0"),
+        ("2", "pi2"),
+        ("Model", "pi1"),
+        ("Compute Module", "cm1"),
+    ];
+    table
+        .iter()
+        .find(|(prefix, _)| rest.starts_with(prefix))
+        .map(|(_, filter)| *filter)
+}
+
+/// Reads a device-tree cell that holds one big-endian u32.
+fn read_dt_u32(host: &Host, rest: &str) -> Option<u32> {
+    let bytes = std::fs::read(host.device_tree(rest)).ok()?;
+    Some(u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?))
+}
+
+pub fn detect(host: &Host) -> PiInfo {
+    let model = host.read_attr(&host.device_tree("model"));
+    let family = PiFamily::from_model(model.as_deref());
+    // The EEPROM bootloader announces itself under /chosen/bootloader.
+    let eeprom_bootloader =
+        family.has_eeprom_bootloader() || host.device_tree("chosen/bootloader/boot-mode").exists();
+    PiInfo {
+        family,
+        eeprom_bootloader,
+        can_boot: family.capabilities(),
+        tryboot_available: eeprom_bootloader,
+        in_trial_boot: read_dt_u32(host, "chosen/bootloader/tryboot") == Some(1),
+        boot_order: if eeprom_bootloader {
+            read_boot_order()
+        } else {
+            None
+        },
+        config_filter: model.as_deref().and_then(config_filter),
+        model,
+    }
+}
+
+/// Asks `rpi-eeprom-config` for the bootloader's configuration. Missing or
+/// failing is not an error: the plan then says it could not read it.
+fn read_boot_order() -> Option<BootOrder> {
+    let program = crate::tools::which("rpi-eeprom-config")?;
+    let output = std::process::Command::new(program).output().ok()?;
+    if !output.status.success() {
+        return None;
+    }
+    parse_eeprom_boot_order(&String::from_utf8_lossy(&output.stdout))
+}
+
+/// The last `BOOT_ORDER=` outside conditional sections wins, as in the
+/// bootloader.
+pub fn parse_eeprom_boot_order(config: &str) -> Option<BootOrder> {
+    let mut in_all = true;
+    let mut found = None;
+    for line in config.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_all = line.eq_ignore_ascii_case("[all]");
+        } else if let Some(value) = line.strip_prefix("BOOT_ORDER=") {
+            if in_all {
+                found = BootOrder::parse(value);
+            }
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_models() {
+        let cases = [
+            ("Raspberry Pi 4 Model B Rev 1.4", PiFamily::Pi4),
+            ("Raspberry Pi 400 Rev 1.0", PiFamily::Pi4),
+            ("Raspberry Pi 5 Model B Rev 1.0", PiFamily::Pi5),
+            ("Raspberry Pi Compute Module 4 Rev 1.0", PiFamily::Cm4),
+            ("Raspberry Pi Compute Module 4S Rev 1.0", PiFamily::Pi3),
+            ("Raspberry Pi 3 Model B Plus Rev 1.3", PiFamily::Pi3Plus),
+            ("Raspberry Pi 3 Model B Rev 1.2", PiFamily::Pi3),
+            ("Raspberry Pi Zero W Rev 1.1", PiFamily::Zero),
+            ("Raspberry Pi Zero 2 W Rev 1.0", PiFamily::Zero2),
+            ("Raspberry Pi 2 Model B Rev 1.1", PiFamily::Pi2),
+            ("Raspberry Pi Model B Plus Rev 1.2", PiFamily::Pi1),
+            ("QEMU Virtual Machine", PiFamily::NotAPi),
+        ];
+        for (model, family) in cases {
+            assert_eq!(PiFamily::from_model(Some(model)), family, "{model}");
+        }
+        assert_eq!(PiFamily::from_model(None), PiFamily::NotAPi);
+    }
+
+    #[test]
+    fn names_config_txt_filters() {
+        assert_eq!(config_filter("Raspberry Pi 400 Rev 1.0"), Some("pi400"));
+        assert_eq!(config_filter("Raspberry Pi 4 Model B Rev 1.4"), Some("pi4"));
+        assert_eq!(config_filter("Raspberry Pi 5 Model B Rev 1.0"), Some("pi5"));
+        assert_eq!(
+            config_filter("Raspberry Pi 3 Model B Plus Rev 1.3"),
+            Some("pi3+")
+        );
+        assert_eq!(config_filter("QEMU"), None);
+    }
+
+    #[test]
+    fn knows_what_each_model_boots_from() {
+        assert_eq!(PiFamily::Pi4.capabilities().nvme, BootSupport::No);
+        assert_eq!(PiFamily::Pi5.capabilities().nvme, BootSupport::Yes);
+        assert_eq!(PiFamily::Pi3.capabilities().usb, BootSupport::NeedsOtp);
+        assert_eq!(PiFamily::Zero.capabilities().usb, BootSupport::No);
+        assert_eq!(PiFamily::Pi3Plus.capabilities().gpt, BootSupport::No);
+    }
+
+    #[test]
+    fn boot_order_reads_right_to_left() {
+        let order = BootOrder::parse("0xf41").unwrap();
+        assert_eq!(
+            order.modes(),
+            vec![BOOT_MODE_SD, BOOT_MODE_USB, BOOT_MODE_RESTART]
+        );
+        assert_eq!(order.describe(), "0xf41 (SD, USB, restart)");
+        assert_eq!(order.with_first(BOOT_MODE_USB).to_string(), "0xf14");
+        // 0xf461: SD, NVMe, USB; NVMe first keeps SD before USB.
+        let pi5 = BootOrder::parse("0xf461").unwrap();
+        assert_eq!(pi5.with_first(BOOT_MODE_NVME).to_string(), "0xf416");
+        assert_eq!(
+            pi5.with_first(BOOT_MODE_NVME).describe(),
+            "0xf416 (NVMe, SD, USB, restart)"
+        );
+        assert_eq!(
+            pi5.first_of(&[BOOT_MODE_USB, BOOT_MODE_SD]),
+            Some(BOOT_MODE_SD)
+        );
+    }
+
+    #[test]
+    fn eeprom_config_takes_the_unconditional_boot_order() {
+        let config = "[all]\nBOOT_UART=0\nBOOT_ORDER=0xf41\n[cm4]\nBOOT_ORDER=0xf16\n";
+        assert_eq!(
+            parse_eeprom_boot_order(config).unwrap().to_string(),
+            "0xf41"
+        );
+        assert!(parse_eeprom_boot_order("BOOT_UART=0\n").is_none());
+    }
+}

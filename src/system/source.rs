@@ -1,0 +1,234 @@
+//! The system being moved: where its root and boot files are, which devices
+//! hold them, and how its boot files name those devices.
+
+use crate::bootcfg::{BootSettings, Cmdline, ConfigTxt, DeviceSpec, FilterContext, Fstab};
+use crate::host::Host;
+use crate::system::disks::Disk;
+use crate::system::mounts::{DevNo, MountTable};
+use crate::system::pi::PiInfo;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// A boot file as read: where it is, its bytes, and what they mean, or why
+/// they could not be understood (kept as text so a plan can show it).
+#[derive(Debug, Clone)]
+pub struct BootFile<T> {
+    /// View path, e.g. `/boot/firmware/cmdline.txt`.
+    pub path: PathBuf,
+    pub bytes: Vec<u8>,
+    pub parsed: Result<T, String>,
+}
+
+impl<T> BootFile<T> {
+    pub fn ok(&self) -> Option<&T> {
+        self.parsed.as_ref().ok()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// The root filesystem to copy, as a view path (`/` on a running Pi).
+    pub root_dir: PathBuf,
+    /// The filesystem holding `root_dir`, from the mount table.
+    pub root_devno: Option<DevNo>,
+    pub root_fstype: Option<String>,
+    /// The running system's own `/`: never a target, even when planning
+    /// the move of a mounted image.
+    pub running_root_devno: Option<DevNo>,
+    /// The directory with config.txt and cmdline.txt, found in the mount
+    /// table (`/boot/firmware` on bookworm, `/boot` before), or given.
+    pub boot_dir: Option<PathBuf>,
+    pub boot_devno: Option<DevNo>,
+    /// False when the boot files sit in a plain directory of the root
+    /// filesystem (the boot partition is not mounted).
+    pub boot_is_mounted: bool,
+    pub fstab: Result<BootFile<Fstab>, String>,
+    pub config_txt: Option<BootFile<ConfigTxt>>,
+    pub cmdline: Result<BootFile<Cmdline>, String>,
+}
+
+/// How one boot file names one device, and which devices that matches.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Reference {
+    /// `/etc/fstab (/)`, `cmdline.txt root=`.
+    pub place: String,
+    pub spec: DeviceSpec,
+    /// Every attached partition that the spec matches: exactly one is right.
+    pub matches: Vec<String>,
+}
+
+const BOOT_DIR_CANDIDATES: [&str; 2] = ["boot/firmware", "boot"];
+
+impl Source {
+    pub fn inspect(host: &Host, mounts: &MountTable, pi: &PiInfo) -> Source {
+        let root_dir = host.source_root.clone();
+        let root_mount = mounts.containing(&root_dir);
+        let boot_dir = host
+            .boot_dir
+            .clone()
+            .or_else(|| find_boot_dir(host, mounts, &root_dir));
+        let boot_mount = boot_dir
+            .as_deref()
+            .and_then(|dir| mounts.containing(dir))
+            .filter(|m| Some(m.devno) != root_mount.map(|r| r.devno) || m.mountpoint != root_dir);
+        let boot_is_mounted = match (&boot_dir, boot_mount) {
+            (Some(dir), Some(mount)) => mount.mountpoint == *dir,
+            _ => false,
+        };
+        let config_txt = boot_dir
+            .as_deref()
+            .map(|dir| dir.join("config.txt"))
+            .filter(|path| host.path(path).exists())
+            .map(|path| {
+                load(host, &path, |bytes| {
+                    ConfigTxt::parse(bytes).map_err(|e| e.to_string())
+                })
+            });
+        let settings = config_txt
+            .as_ref()
+            .and_then(|c| c.ok())
+            .map(|config| {
+                config.effective(&FilterContext {
+                    model: pi.config_filter.map(str::to_string),
+                    tryboot: false,
+                })
+            })
+            .unwrap_or_default();
+        let cmdline = match &boot_dir {
+            Some(dir) => Ok(load(host, &dir.join(cmdline_name(&settings)), |bytes| {
+                let cmdline = Cmdline::parse(bytes).map_err(|e| e.to_string())?;
+                cmdline.root().map_err(|e| e.to_string())?;
+                Ok(cmdline)
+            })),
+            None => Err(format!(
+                "no boot directory found: neither {root}/boot/firmware nor {root}/boot is mounted or \
+                 holds cmdline.txt; mount the boot partition or pass --boot-dir",
+                root = root_dir.display().to_string().trim_end_matches('/')
+            )),
+        };
+        let fstab_path = root_dir.join("etc/fstab");
+        let fstab = Ok(load(host, &fstab_path, |bytes| {
+            let fstab = Fstab::parse(bytes).map_err(|e| e.to_string())?;
+            fstab.root().map_err(|e| e.to_string())?;
+            Ok(fstab)
+        }));
+        Source {
+            root_devno: root_mount.map(|m| m.devno),
+            root_fstype: root_mount.map(|m| m.fstype.clone()),
+            running_root_devno: mounts.at(Path::new("/")).map(|m| m.devno),
+            root_dir,
+            boot_devno: boot_mount.map(|m| m.devno),
+            boot_is_mounted,
+            boot_dir,
+            fstab,
+            config_txt,
+            cmdline,
+        }
+    }
+
+    /// The boot settings config.txt gives this model in a normal boot.
+    pub fn boot_settings(&self, pi: &PiInfo, tryboot: bool) -> BootSettings {
+        self.config_txt
+            .as_ref()
+            .and_then(|c| c.ok())
+            .map(|config| {
+                config.effective(&FilterContext {
+                    model: pi.config_filter.map(str::to_string),
+                    tryboot,
+                })
+            })
+            .unwrap_or_default()
+    }
+
+    /// The root and boot references of fstab and cmdline.txt, each resolved
+    /// against every attached disk.
+    pub fn references(&self, disks: &[Disk]) -> Vec<Reference> {
+        let mut refs = Vec::new();
+        if let Some(fstab) = self.fstab.as_ref().ok().and_then(|f| f.ok()) {
+            let entries = [fstab.root().ok(), fstab.boot()];
+            for entry in entries.into_iter().flatten() {
+                if let Ok(spec) = entry.device_spec() {
+                    refs.push(Reference {
+                        place: format!("/etc/fstab ({})", entry.mountpoint),
+                        matches: resolve(&spec, disks),
+                        spec,
+                    });
+                }
+            }
+        }
+        if let Ok(file) = &self.cmdline {
+            if let Some(spec) = file.ok().and_then(|c| c.root().ok()) {
+                refs.push(Reference {
+                    place: format!("{} root=", file.path.display()),
+                    matches: resolve(&spec, disks),
+                    spec,
+                });
+            }
+        }
+        refs
+    }
+}
+
+fn cmdline_name(settings: &BootSettings) -> String {
+    settings.cmdline_file()
+}
+
+fn load<T>(host: &Host, view: &Path, parse: impl Fn(&[u8]) -> Result<T, String>) -> BootFile<T> {
+    match std::fs::read(host.path(view)) {
+        Ok(bytes) => BootFile {
+            path: view.to_path_buf(),
+            parsed: parse(&bytes).map_err(|e| format!("{}: {e}", view.display())),
+            bytes,
+        },
+        Err(err) => BootFile {
+            path: view.to_path_buf(),
+            bytes: Vec::new(),
+            parsed: Err(format!("cannot read {}: {err}", view.display())),
+        },
+    }
+}
+
+/// Prefers a mounted boot partition; falls back to a directory that holds
+/// the boot files (an image whose boot partition is not mounted).
+fn find_boot_dir(host: &Host, mounts: &MountTable, root: &Path) -> Option<PathBuf> {
+    let candidates: Vec<PathBuf> = BOOT_DIR_CANDIDATES.iter().map(|c| root.join(c)).collect();
+    candidates
+        .iter()
+        .find(|dir| mounts.at(dir).is_some_and(|m| m.fstype == "vfat"))
+        .or_else(|| candidates.iter().find(|dir| mounts.at(dir).is_some()))
+        .or_else(|| {
+            candidates.iter().find(|dir| {
+                host.path(dir.join("cmdline.txt")).exists()
+                    || host.path(dir.join("config.txt")).exists()
+            })
+        })
+        .cloned()
+}
+
+/// Names of every partition (or whole disk) that a spec matches.
+pub fn resolve(spec: &DeviceSpec, disks: &[Disk]) -> Vec<String> {
+    let eq = |a: &Option<String>, b: &str| a.as_deref().is_some_and(|a| a.eq_ignore_ascii_case(b));
+    let mut out = Vec::new();
+    for disk in disks {
+        for part in &disk.partitions {
+            let hit = match spec {
+                DeviceSpec::PartUuid(v) => eq(&part.partuuid, v),
+                DeviceSpec::Uuid(v) => eq(&part.uuid, v),
+                DeviceSpec::Label(v) => part.label.as_deref() == Some(v.as_str()),
+                DeviceSpec::PartLabel(v) => part.partlabel.as_deref() == Some(v.as_str()),
+                DeviceSpec::Path(v) => part.path.as_deref() == Some(Path::new(v)),
+            };
+            if hit {
+                let name = part
+                    .path
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|| {
+                        format!("{} partition {}", disk.path.display(), part.number)
+                    });
+                out.push(name);
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,160 @@
+//! How much the source root holds: what the copy will move and whether it
+//! fits. A quick metadata walk, never reading file contents.
+
+use crate::host::Host;
+use crate::system::mounts::MountTable;
+use serde::Serialize;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// A path the copy leaves out, relative to the source root.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Exclusion {
+    /// `/var/swap`: as the user would write it on the running system.
+    pub path: PathBuf,
+    /// Keep the directory itself (with its mode and owner), leave out what
+    /// is in it: `/tmp` must exist on the new root.
+    pub contents_only: bool,
+    pub why: String,
+}
+
+impl Exclusion {
+    pub fn new(path: &str, contents_only: bool, why: &str) -> Exclusion {
+        Exclusion {
+            path: PathBuf::from(path),
+            contents_only,
+            why: why.to_string(),
+        }
+    }
+
+    /// Does this rule leave out `relative` (a path below the source root)?
+    pub fn excludes(&self, relative: &Path) -> bool {
+        let rule = self.path.strip_prefix("/").unwrap_or(&self.path);
+        if self.contents_only {
+            relative.starts_with(rule) && relative != rule
+        } else {
+            relative.starts_with(rule)
+        }
+    }
+}
+
+/// What the copy will not take, unless told otherwise.
+pub fn default_exclusions() -> Vec<Exclusion> {
+    vec![
+        Exclusion::new("/lost+found", false, "mkfs.ext4 creates a fresh one"),
+        Exclusion::new(
+            "/var/swap",
+            false,
+            "swap file (dphys-swapfile recreates it)",
+        ),
+        Exclusion::new("/swapfile", false, "swap file"),
+        Exclusion::new("/tmp", true, "temporary files"),
+    ]
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Usage {
+    /// Bytes allocated on disk (sparse files count what they really use).
+    pub bytes: u64,
+    pub files: u64,
+    pub directories: u64,
+    /// Mount points below the root the copy does not descend into.
+    pub other_filesystems: Vec<PathBuf>,
+}
+
+/// Walks the source root without leaving its filesystem: mount points of
+/// other filesystems (from the mount table, so fixture trees behave like a
+/// live system) and the exclusions are skipped.
+pub fn scan(host: &Host, mounts: &MountTable, exclusions: &[Exclusion]) -> std::io::Result<Usage> {
+    let root_view = host.source_root.clone();
+    let other_filesystems = mounts.other_filesystems_below(&root_view);
+    let root_real = host.path(&root_view);
+    let mut usage = Usage {
+        other_filesystems: other_filesystems.clone(),
+        ..Usage::default()
+    };
+    let walker = walkdir::WalkDir::new(&root_real)
+        .follow_links(false)
+        .same_file_system(host.is_live())
+        .into_iter()
+        .filter_entry(|entry| {
+            let Ok(relative) = entry.path().strip_prefix(&root_real) else {
+                return true;
+            };
+            if relative.as_os_str().is_empty() {
+                return true;
+            }
+            let view = root_view.join(relative);
+            !other_filesystems.contains(&view) && !exclusions.iter().any(|e| e.excludes(relative))
+        });
+    for entry in walker {
+        let entry = entry.map_err(|err| {
+            let path = err
+                .path()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
+            std::io::Error::other(format!("scanning {path}: {err}"))
+        })?;
+        let meta = entry.metadata().map_err(std::io::Error::other)?;
+        if meta.is_dir() {
+            usage.directories += 1;
+        } else {
+            usage.files += 1;
+        }
+        usage.bytes += meta.blocks() * 512;
+    }
+    Ok(usage)
+}
+
+/// Used bytes of the filesystem holding `dir`, from statfs: instant, for
+/// listing devices. Fixture trees are scanned instead, since statfs would
+/// describe the machine the tests run on.
+pub fn used_bytes(host: &Host, mounts: &MountTable) -> Option<u64> {
+    if host.is_live() {
+        let stat = nix::sys::statvfs::statvfs(&host.source_root).ok()?;
+        let used_blocks = (stat.blocks() as u64).saturating_sub(stat.blocks_free() as u64);
+        Some(used_blocks * stat.fragment_size() as u64)
+    } else {
+        scan(host, mounts, &default_exclusions())
+            .ok()
+            .map(|u| u.bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exclusions_match_paths_below_the_root() {
+        let tmp = Exclusion::new("/tmp", true, "");
+        assert!(!tmp.excludes(Path::new("tmp")));
+        assert!(tmp.excludes(Path::new("tmp/x")));
+        let swap = Exclusion::new("/var/swap", false, "");
+        assert!(swap.excludes(Path::new("var/swap")));
+        assert!(!swap.excludes(Path::new("var/swapper")));
+    }
+
+    #[test]
+    fn scan_counts_and_skips() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("etc")).unwrap();
+        std::fs::create_dir_all(root.join("tmp")).unwrap();
+        std::fs::create_dir_all(root.join("proc/1")).unwrap();
+        std::fs::write(root.join("etc/hostname"), "pi\n").unwrap();
+        std::fs::write(root.join("tmp/junk"), vec![1u8; 100_000]).unwrap();
+        std::fs::write(root.join("proc/1/status"), "x").unwrap();
+        let host = Host::with_root(root);
+        let mounts = MountTable::parse(
+            "1 0 179:2 / / rw - ext4 /dev/mmcblk0p2 rw\n2 1 0:5 / /proc rw - proc proc rw\n",
+        );
+        let usage = scan(&host, &mounts, &default_exclusions()).unwrap();
+        assert_eq!(
+            usage.files, 1,
+            "only etc/hostname: tmp contents and /proc are skipped"
+        );
+        assert_eq!(usage.directories, 3, "/, /etc, /tmp");
+        assert_eq!(usage.other_filesystems, vec![PathBuf::from("/proc")]);
+    }
+}
