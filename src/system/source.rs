@@ -67,10 +67,7 @@ impl Source {
             .boot_dir
             .clone()
             .or_else(|| find_boot_dir(host, mounts, &root_dir));
-        let boot_mount = boot_dir
-            .as_deref()
-            .and_then(|dir| mounts.containing(dir))
-            .filter(|m| Some(m.devno) != root_mount.map(|r| r.devno) || m.mountpoint != root_dir);
+        let boot_mount = boot_dir.as_deref().and_then(|dir| mounts.containing(dir));
         let boot_is_mounted = match (&boot_dir, boot_mount) {
             (Some(dir), Some(mount)) => mount.mountpoint == *dir,
             _ => false,

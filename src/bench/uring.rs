@@ -1,0 +1,157 @@
+//! The io_uring engine: one thread keeps `queue_depth` I/Os in flight.
+//!
+//! The `io-uring` crate ships kernel bindings for 64-bit targets only; on
+//! others (armhf) this engine reports itself unavailable and the thread
+//! engine runs instead.
+
+#[cfg(any(
+    target_arch = "x86_64",
+    target_arch = "aarch64",
+    target_arch = "riscv64",
+    target_arch = "loongarch64",
+    target_arch = "powerpc64"
+))]
+mod imp {
+    use crate::bench::engine::{io_buffers, Gate, JobContext, Progress, Tally, Throttle};
+    use crate::bench::job::{Direction, Measurement, OffsetPicker};
+    use crate::bench::random::FastRng;
+    use anyhow::{anyhow, Context, Result};
+    use io_uring::{opcode, types, IoUring, Probe};
+    use std::os::fd::AsRawFd;
+    use std::time::Instant;
+
+    /// `Ok` when this kernel lets us set up a ring with read and write.
+    pub fn available() -> Result<(), String> {
+        let ring = IoUring::new(2).map_err(|e| format!("io_uring_setup failed ({e})"))?;
+        let mut probe = Probe::new();
+        ring.submitter()
+            .register_probe(&mut probe)
+            .map_err(|e| format!("probing io_uring failed ({e})"))?;
+        if !probe.is_supported(opcode::Read::CODE) || !probe.is_supported(opcode::Write::CODE) {
+            return Err("the kernel's io_uring lacks plain read/write (Linux 5.6 or later has them)".into());
+        }
+        Ok(())
+    }
+
+    pub fn run(ctx: &JobContext<'_>, progress: &mut dyn FnMut(Progress)) -> Result<Measurement> {
+        let spec = ctx.spec;
+        let depth = spec.queue_depth.max(1) as usize;
+        let mut ring = IoUring::new(spec.queue_depth.max(1).next_power_of_two())
+            .context("setting up io_uring for the benchmark")?;
+        let mut rng = FastRng::from_entropy();
+        let mut buffers = io_buffers(ctx, depth, &mut rng);
+        let mut picker = OffsetPicker::new(spec, rng.next_u64());
+        let started = Instant::now();
+        let measured_from = started + spec.ramp;
+        let gate = Gate::new(spec, measured_from, ctx.interrupted);
+        let mut tally = Tally::new(spec, measured_from);
+        let mut throttle = Throttle::new(started);
+        let fd = types::Fd(ctx.file.as_raw_fd());
+        let length = spec.block_size;
+        let mut issued_at = vec![started; depth];
+        let mut free: Vec<usize> = (0..depth).rev().collect();
+        let mut completed: Vec<(u64, i32)> = Vec::with_capacity(depth);
+        let mut in_flight = 0usize;
+        let mut failure: Option<anyhow::Error> = None;
+
+        loop {
+            let now = Instant::now();
+            while let Some(&slot) = free.last() {
+                if failure.is_some() || !gate.may_issue(now) {
+                    break;
+                }
+                free.pop();
+                let offset = picker.next_offset();
+                let buf = &mut buffers[slot];
+                let entry = match spec.direction {
+                    Direction::Read => {
+                        opcode::Read::new(fd, buf.as_mut_ptr(), length).offset(offset).build()
+                    }
+                    Direction::Write => {
+                        rng.scramble(buf.as_mut_slice());
+                        opcode::Write::new(fd, buf.as_ptr(), length).offset(offset).build()
+                    }
+                };
+                issued_at[slot] = now;
+                // SAFETY: the buffer lives in `buffers` until every I/O has
+                // completed (we drain before returning), and is not touched
+                // while its slot is in flight.
+                if unsafe { ring.submission().push(&entry.user_data(slot as u64)) }.is_err() {
+                    free.push(slot);
+                    break;
+                }
+                in_flight += 1;
+            }
+            if in_flight == 0 {
+                break;
+            }
+            match ring.submit_and_wait(1) {
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // The kernel may still own buffers: leak them rather
+                    // than free memory a pending I/O could write into.
+                    std::mem::forget(buffers);
+                    return Err(anyhow!("io_uring_enter failed during {}: {e}", spec.name));
+                }
+            }
+            let now = Instant::now();
+            completed.clear();
+            completed.extend(ring.completion().map(|cqe| (cqe.user_data(), cqe.result())));
+            for &(slot, result) in &completed {
+                let slot = slot as usize;
+                in_flight -= 1;
+                free.push(slot);
+                if result < 0 {
+                    failure.get_or_insert_with(|| {
+                        anyhow!(
+                            "{} failed: {}",
+                            spec.name,
+                            std::io::Error::from_raw_os_error(-result)
+                        )
+                    });
+                } else if result as u32 != length {
+                    failure.get_or_insert_with(|| {
+                        anyhow!("{}: short transfer ({result} of {length} bytes)", spec.name)
+                    });
+                } else {
+                    tally.complete(issued_at[slot], now);
+                }
+            }
+            if let Some(elapsed) = throttle.due(now) {
+                progress(Progress {
+                    elapsed,
+                    ios: tally.ios,
+                    bytes: tally.bytes,
+                });
+            }
+        }
+        if let Some(error) = failure {
+            return Err(error);
+        }
+        Ok(tally.into_measurement(gate.interrupted()))
+    }
+}
+
+#[cfg(not(any(
+    target_arch = "x86_64",
+    target_arch = "aarch64",
+    target_arch = "riscv64",
+    target_arch = "loongarch64",
+    target_arch = "powerpc64"
+)))]
+mod imp {
+    use crate::bench::engine::{JobContext, Progress};
+    use crate::bench::job::Measurement;
+    use anyhow::{bail, Result};
+
+    pub fn available() -> Result<(), String> {
+        Err("io_uring support is not built for this architecture".into())
+    }
+
+    pub fn run(_ctx: &JobContext<'_>, _progress: &mut dyn FnMut(Progress)) -> Result<Measurement> {
+        bail!("io_uring support is not built for this architecture; use --engine threads")
+    }
+}
+
+pub use imp::{available, run};

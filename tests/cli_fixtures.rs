@@ -1,0 +1,630 @@
+//! `pimigrate devices` and `plan`, end to end, on fixture machines: real
+//! sysfs/procfs/udev layouts of a Pi 4, Pi 5, Pi 3B, Pi Zero and a non-Pi.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+fn disk<'a>(devices: &'a Value, name: &str) -> &'a Value {
+    devices["disks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == name)
+        .unwrap_or_else(|| panic!("no disk {name} in {devices:#}"))
+}
+
+fn devices(machine: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["devices", "--json"];
+    args.extend_from_slice(extra);
+    let output = on_fixture(machine, &args);
+    assert_eq!(exit_code(&output), 0, "{}", stderr(&output));
+    let value = json(&output);
+    assert_eq!(value["schema"], "pimigrate.devices/1");
+    value
+}
+
+fn plan(machine: &str, args: &[&str]) -> Value {
+    let mut all = vec!["plan", "--json", "--seed", "42"];
+    all.extend_from_slice(args);
+    let output = on_fixture(machine, &all);
+    assert_eq!(exit_code(&output), 0, "plan refused: {}", stdout(&output));
+    let value = json(&output);
+    assert_eq!(value["schema"], "pimigrate.plan/1");
+    value
+}
+
+/// Runs a plan that must be refused; returns the reason codes.
+fn refused(machine: &str, args: &[&str]) -> Vec<String> {
+    let mut all = vec!["plan", "--json"];
+    all.extend_from_slice(args);
+    let output = on_fixture(machine, &all);
+    assert_eq!(
+        exit_code(&output),
+        3,
+        "expected a refusal: {}",
+        stdout(&output)
+    );
+    let value = json(&output);
+    assert_eq!(value["schema"], "pimigrate.refusal/1");
+    value["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            assert!(!r["message"].as_str().unwrap().is_empty());
+            r["code"].as_str().unwrap().to_string()
+        })
+        .collect()
+}
+
+/// The changed lines of a unified diff: (removed, added).
+fn changed_lines(diff: &str) -> (Vec<&str>, Vec<&str>) {
+    let body = diff
+        .lines()
+        .filter(|l| !l.starts_with("---") && !l.starts_with("+++"));
+    let (mut removed, mut added) = (Vec::new(), Vec::new());
+    for line in body {
+        if let Some(rest) = line.strip_prefix('-') {
+            removed.push(rest);
+        } else if let Some(rest) = line.strip_prefix('+') {
+            added.push(rest);
+        }
+    }
+    (removed, added)
+}
+
+fn edit<'a>(plan: &'a Value, site: &str) -> &'a Value {
+    plan["edits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["site"] == site)
+        .unwrap_or_else(|| panic!("no {site} edit in {:#}", plan["edits"]))
+}
+
+#[test]
+fn pi4_devices_show_roles_transports_and_the_usb_bridge() {
+    let d = devices("pi4", &[]);
+    assert_eq!(d["pi"]["family"], "pi4");
+    assert_eq!(d["pi"]["eeprom_bootloader"], true);
+    assert_eq!(d["pi"]["tryboot_available"], true);
+    let sd = disk(&d, "mmcblk0");
+    assert_eq!(sd["role"], "source-root");
+    assert_eq!(sd["transport"], "mmc");
+    assert_eq!(sd["table"], "mbr");
+    assert_eq!(sd["disk_id"], "6c586e13");
+    assert_eq!(sd["partitions"][1]["partuuid"], "6c586e13-02");
+    assert_eq!(sd["partitions"][1]["path"], "/dev/mmcblk0p2");
+    assert_eq!(sd["partitions"][1]["mountpoints"][0], "/");
+    let ssd = disk(&d, "sda");
+    assert_eq!(ssd["role"], "candidate");
+    assert_eq!(ssd["transport"], "usb");
+    assert_eq!(ssd["usb"]["vendor_id"], "174c");
+    assert_eq!(ssd["usb"]["product_id"], "55aa");
+    assert_eq!(ssd["usb"]["driver"], "uas");
+    assert_eq!(ssd["usb"]["speed_mbps"], 5000);
+    assert_eq!(ssd["serial"], "S6PXNM0T812345K");
+    assert_eq!(ssd["physical_sector_size"], 4096);
+    let stick = disk(&d, "sdb");
+    assert_eq!(stick["role"], "unsuitable");
+    assert_eq!(stick["usb"]["driver"], "usb-storage");
+    assert_eq!(stick["usb"]["speed_mbps"], 480);
+    assert!(stick["role_reasons"][0]
+        .as_str()
+        .unwrap()
+        .contains("mounted at /media/pi/STICK"));
+    let reader = disk(&d, "sdc");
+    assert_eq!(reader["read_only"], true);
+    assert_eq!(reader["role_reasons"][0], "read-only");
+    assert_eq!(d["source"]["boot_dir"], "/boot/firmware");
+    assert_eq!(d["source"]["root_device"], "/dev/mmcblk0p2");
+}
+
+#[test]
+fn pi4_devices_text_names_the_system_disk() {
+    let output = on_fixture("pi4", &["devices"]);
+    let text = stdout(&output);
+    assert!(text.contains("Raspberry Pi 4 Model B Rev 1.4"), "{text}");
+    assert!(text.contains("source-root"), "{text}");
+    assert!(text.contains("USB bridge 174c:55aa"), "{text}");
+    assert!(text.contains("driver uas"), "{text}");
+}
+
+#[test]
+fn pi5_sees_its_nvme_drive_and_can_boot_it() {
+    let d = devices("pi5", &[]);
+    assert_eq!(d["pi"]["family"], "pi5");
+    assert_eq!(d["pi"]["can_boot"]["nvme"], "yes");
+    let nvme = disk(&d, "nvme0n1");
+    assert_eq!(nvme["transport"], "nvme");
+    assert_eq!(nvme["model"], "WD Blue SN580 500GB");
+    assert_eq!(nvme["serial"], "23301A801234");
+    assert_eq!(nvme["role"], "candidate");
+}
+
+#[test]
+fn pi3b_uses_boot_and_needs_the_otp_bit_for_usb() {
+    let d = devices("pi3b", &[]);
+    assert_eq!(d["pi"]["family"], "pi3");
+    assert_eq!(d["pi"]["can_boot"]["usb"], "needs-otp");
+    assert_eq!(d["pi"]["tryboot_available"], false);
+    assert_eq!(d["source"]["boot_dir"], "/boot");
+    let hdd = disk(&d, "sda");
+    assert_eq!(hdd["rotational"], true);
+    assert_eq!(hdd["usb"]["vendor_id"], "152d");
+}
+
+#[test]
+fn generic_machine_is_not_a_pi_and_hides_loop_devices_unless_asked() {
+    let d = devices("generic", &[]);
+    assert_eq!(d["pi"]["family"], "not-a-pi");
+    let names: Vec<&str> = d["disks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["mmcblk0", "nvme0n1", "sda"]);
+    let all = devices("generic", &["--all"]);
+    let looped = disk(&all, "loop0");
+    assert_eq!(looped["transport"], "virtual");
+    assert_eq!(looped["backing_file"], "/var/tmp/target.img");
+    assert!(looped["role_reasons"][0]
+        .as_str()
+        .unwrap()
+        .contains("held by dm-0"));
+}
+
+#[test]
+fn duplicate_ids_across_disks_are_named() {
+    let d = devices("generic", &[]);
+    let refs = d["source"]["references"].as_array().unwrap();
+    let root = refs
+        .iter()
+        .find(|r| r["place"] == "/etc/fstab (/)")
+        .unwrap();
+    let matches: Vec<&str> = root["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap())
+        .collect();
+    assert_eq!(matches, ["/dev/mmcblk0p2", "/dev/sda2"]);
+    let text = stdout(&on_fixture("generic", &["devices"]));
+    assert!(text.contains("matches 2 devices"), "{text}");
+}
+
+#[test]
+fn root_only_plan_is_aligned_fresh_and_edits_only_the_root_spec() {
+    let p = plan("pi4", &["--target", "/dev/sda"]);
+    assert_eq!(p["layout"], "root-only");
+    assert_eq!(p["table"]["kind"], "mbr");
+    let sig = p["table"]["disk_id"].as_str().unwrap();
+    assert_ne!(sig, "6c586e13");
+    assert_ne!(sig, "00000000");
+    let parts = p["table"]["partitions"].as_array().unwrap();
+    assert_eq!(parts.len(), 1);
+    let root = &parts[0];
+    assert_eq!(root["role"], "root");
+    assert_eq!(root["partuuid"], format!("{sig}-01"));
+    assert_eq!(root["start_sector"], 8192);
+    let end = root["end_sector"].as_u64().unwrap();
+    assert_eq!((end + 1) % 8192, 0, "4 MiB aligned end");
+    assert!(end < 976773168);
+
+    let fstab = edit(&p, "target-root");
+    let (removed, added) = changed_lines(fstab["diff"].as_str().unwrap());
+    assert_eq!(
+        removed,
+        ["PARTUUID=6c586e13-02  /               ext4    defaults,noatime  0       1"]
+    );
+    assert_eq!(
+        added,
+        [
+            format!("PARTUUID={sig}-01  /               ext4    defaults,noatime  0       1")
+                .as_str()
+        ]
+    );
+
+    let cmdline = edit(&p, "source-boot");
+    assert_eq!(cmdline["file"], "/cmdline.txt");
+    assert_eq!(cmdline["backup"], "/cmdline.txt.pimigrate-backup");
+    let (removed, added) = changed_lines(cmdline["diff"].as_str().unwrap());
+    assert_eq!(removed.len(), 1);
+    assert_eq!(added.len(), 1);
+    assert_eq!(
+        added[0],
+        removed[0].replace(
+            "root=PARTUUID=6c586e13-02",
+            &format!("root=PARTUUID={sig}-01")
+        )
+    );
+
+    let mkfs = &p["filesystems"][0];
+    assert_eq!(mkfs["fstype"], "ext4");
+    assert_eq!(mkfs["label"], "rootfs2", "the SD card already has 'rootfs'");
+    assert_eq!(mkfs["command"][0], "mkfs.ext4");
+    assert!(p["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w.as_str().unwrap().contains("will be erased")));
+    assert_eq!(p["target"]["serial"], "S6PXNM0T812345K");
+    assert_eq!(p["copy"]["space"]["fits"], true);
+    assert!(p["copy"]["files"].as_u64().unwrap() >= 4);
+}
+
+#[test]
+fn full_plan_moves_boot_too_and_leaves_the_sd_card_alone() {
+    let p = plan("pi4", &["--target", "/dev/sda", "--layout", "full"]);
+    let sig = p["table"]["disk_id"].as_str().unwrap().to_string();
+    let parts = p["table"]["partitions"].as_array().unwrap();
+    assert_eq!(parts[0]["role"], "boot");
+    assert_eq!(parts[0]["type_id"], "0x0c");
+    assert_eq!(parts[0]["start_sector"], 8192);
+    assert_eq!(parts[0]["size_bytes"], 512u64 << 20);
+    assert_eq!(parts[1]["start_sector"], 8192 + 1048576);
+    for part in parts {
+        assert_eq!(part["start_sector"].as_u64().unwrap() % 8192, 0);
+    }
+    let fstab = edit(&p, "target-root");
+    let (removed, added) = changed_lines(fstab["diff"].as_str().unwrap());
+    assert_eq!(removed.len(), 2);
+    assert!(added[0].starts_with(&format!("PARTUUID={sig}-01  /boot/firmware")));
+    assert!(added[1].starts_with(&format!("PARTUUID={sig}-02  /    ")));
+    assert!(p["edits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|e| e["site"] != "source-boot"));
+    assert_eq!(edit(&p, "target-boot")["file"], "/cmdline.txt");
+    assert_eq!(p["boot_copy"]["from"], "/boot/firmware");
+    let vfat = p["filesystems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["fstype"] == "vfat")
+        .unwrap();
+    assert_eq!(vfat["command"][0], "mkfs.vfat");
+    assert_eq!(vfat["command"][2], "32");
+    assert!(p["boot_order"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("BOOT_ORDER"));
+}
+
+#[test]
+fn plans_are_reproducible_with_a_seed_and_fresh_without() {
+    let a = plan("pi5", &["--target", "/dev/nvme0n1", "--layout", "full"]);
+    let b = plan("pi5", &["--target", "/dev/nvme0n1", "--layout", "full"]);
+    assert_eq!(a["table"], b["table"]);
+    let output = on_fixture("pi5", &["plan", "--json", "--target", "/dev/nvme0n1"]);
+    let c = json(&output);
+    let output = on_fixture("pi5", &["plan", "--json", "--target", "/dev/nvme0n1"]);
+    let d = json(&output);
+    assert_ne!(c["table"]["disk_id"], d["table"]["disk_id"]);
+    assert_ne!(c["filesystems"][0]["uuid"], d["filesystems"][0]["uuid"]);
+}
+
+#[test]
+fn gpt_plan_has_fresh_guids() {
+    let p = plan(
+        "pi5",
+        &[
+            "--target",
+            "/dev/nvme0n1",
+            "--layout",
+            "full",
+            "--table",
+            "gpt",
+        ],
+    );
+    assert_eq!(p["table"]["kind"], "gpt");
+    let parts = p["table"]["partitions"].as_array().unwrap();
+    let guids: Vec<&str> = parts
+        .iter()
+        .map(|p| p["partuuid"].as_str().unwrap())
+        .collect();
+    assert_ne!(guids[0], guids[1]);
+    for guid in &guids {
+        let parsed = uuid::Uuid::parse_str(guid).unwrap();
+        assert_eq!(parsed.get_version_num(), 4);
+        assert_eq!(*guid, guid.to_lowercase());
+    }
+    let fstab = edit(&p, "target-root");
+    assert!(fstab["diff"]
+        .as_str()
+        .unwrap()
+        .contains(&format!("+PARTUUID={}  /", guids[1])));
+}
+
+#[test]
+fn old_systems_get_ext4_without_orphan_file() {
+    let host_is_new = std::process::Command::new("mkfs.ext4")
+        .arg("-V")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stderr).contains("1.47"))
+        .unwrap_or(false);
+    let bullseye = plan("pi3b", &["--target", "/dev/sda"]);
+    let command: Vec<&str> = bullseye["filesystems"][0]["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        command.contains(&"^orphan_file"),
+        host_is_new,
+        "{command:?}"
+    );
+    let bookworm = plan("pi5", &["--target", "/dev/nvme0n1"]);
+    assert!(!bookworm["filesystems"][0]["command"]
+        .to_string()
+        .contains("orphan_file"));
+}
+
+#[test]
+fn device_paths_in_boot_files_become_partuuids_and_rootwait_is_added() {
+    let p = plan("pizero", &["--target", "/dev/sda"]);
+    let sig = p["table"]["disk_id"].as_str().unwrap();
+    let cmdline = edit(&p, "source-boot");
+    let (removed, added) = changed_lines(cmdline["diff"].as_str().unwrap());
+    let expected =
+        removed[0].replace("root=/dev/mmcblk0p2", &format!("root=PARTUUID={sig}-01")) + " rootwait";
+    assert_eq!(added, [expected.as_str()]);
+    let fstab = edit(&p, "target-root");
+    let (_, added) = changed_lines(fstab["diff"].as_str().unwrap());
+    assert!(
+        added[0].starts_with(&format!("PARTUUID={sig}-01  /  ")),
+        "{added:?}"
+    );
+    assert!(p["warnings"].to_string().contains("USB 2 speed"));
+}
+
+#[test]
+fn pi3b_full_move_over_usb_warns_about_the_otp_bit_and_refuses_gpt() {
+    let p = plan("pi3b", &["--target", "/dev/sda", "--layout", "full"]);
+    assert_eq!(p["table"]["kind"], "mbr");
+    assert!(p["warnings"]
+        .to_string()
+        .contains("program_usb_boot_mode=1"));
+    assert_eq!(
+        refused(
+            "pi3b",
+            &["--target", "/dev/sda", "--layout", "full", "--table", "gpt"]
+        ),
+        ["table-not-bootable"]
+    );
+    // The kernel reads a root-only target, so GPT is fine there.
+    let p = plan("pi3b", &["--target", "/dev/sda", "--table", "gpt"]);
+    assert_eq!(p["table"]["kind"], "gpt");
+}
+
+#[test]
+fn refuses_the_system_disk_partitions_and_missing_devices() {
+    assert_eq!(
+        refused("pi4", &["--target", "/dev/mmcblk0"]),
+        ["target-holds-root"]
+    );
+    assert_eq!(
+        refused("pi4", &["--target", "/dev/sda1"]),
+        ["target-is-partition"]
+    );
+    assert_eq!(
+        refused("pi4", &["--target", "/dev/sdz"]),
+        ["target-not-found"]
+    );
+    assert_eq!(
+        refused("pi4", &["--target", "/etc/hostname"]),
+        ["target-not-block-device"]
+    );
+}
+
+#[test]
+fn refuses_busy_read_only_and_too_small_targets() {
+    assert_eq!(refused("pi4", &["--target", "/dev/sdb"]), ["target-in-use"]);
+    assert_eq!(
+        refused("pi4", &["--target", "/dev/sdc"]),
+        ["target-read-only"]
+    );
+    assert_eq!(
+        refused("generic", &["--target", "/dev/loop0"]),
+        ["target-in-use"]
+    );
+    assert_eq!(
+        refused("pi4", &["--target", "/dev/sda", "--root-size", "8M"]),
+        ["target-too-small"]
+    );
+    assert_eq!(
+        refused("pi4", &["--target", "/dev/sda", "--root-size", "600G"]),
+        ["target-too-small"]
+    );
+}
+
+#[test]
+fn refuses_a_full_move_the_firmware_cannot_boot_and_offers_root_only() {
+    let output = on_fixture(
+        "pizero",
+        &["plan", "--target", "/dev/sda", "--layout", "full"],
+    );
+    assert_eq!(exit_code(&output), 3);
+    let text = stderr(&output);
+    assert!(text.contains("cannot boot from a usb disk"), "{text}");
+    assert!(text.contains("--layout root-only"), "{text}");
+    let p = plan("pizero", &["--target", "/dev/sda"]);
+    assert_eq!(p["layout"], "root-only");
+}
+
+#[test]
+fn refuses_a_new_id_that_an_attached_disk_has() {
+    assert_eq!(
+        refused(
+            "pi5",
+            &["--target", "/dev/nvme0n1", "--disk-signature", "4e639091"]
+        ),
+        ["id-collision"]
+    );
+}
+
+#[test]
+fn reports_every_reason_at_once() {
+    let codes = refused(
+        "pi4",
+        &["--target", "/dev/sdb", "--disk-signature", "6c586e13"],
+    );
+    assert_eq!(codes, ["target-in-use", "id-collision"]);
+}
+
+#[test]
+fn a_missing_mkfs_names_the_package() {
+    let empty = tempfile::tempdir().unwrap();
+    let output = pimigrate()
+        .arg("--sysroot")
+        .arg(fixture("pi4"))
+        .args(["plan", "--target", "/dev/sda", "--layout", "full"])
+        .env("PIMIGRATE_TOOLS_PATH", empty.path())
+        .output()
+        .unwrap();
+    assert_eq!(exit_code(&output), 3);
+    let text = stderr(&output);
+    assert!(text.contains("mkfs.ext4 is not installed"), "{text}");
+    assert!(text.contains("apt install e2fsprogs"), "{text}");
+    assert!(text.contains("apt install dosfstools"), "{text}");
+}
+
+/// Copies a fixture so a test can break its boot files.
+fn broken_copy(machine: &str, file: &str, contents: &[u8]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", fixture(machine).display()))
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::write(dir.path().join(file), contents).unwrap();
+    dir
+}
+
+fn refused_in(root: &std::path::Path, args: &[&str]) -> (Vec<String>, String) {
+    let output = pimigrate()
+        .arg("--sysroot")
+        .arg(root)
+        .args(["plan", "--json"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert_eq!(exit_code(&output), 3, "{}", stdout(&output));
+    let value = json(&output);
+    let reasons = value["reasons"].as_array().unwrap();
+    let codes = reasons
+        .iter()
+        .map(|r| r["code"].as_str().unwrap().to_string())
+        .collect();
+    (codes, value["reasons"].to_string())
+}
+
+#[test]
+fn broken_boot_files_are_refused_with_what_is_wrong() {
+    let cases: [(&str, &[u8], &str, &str); 5] = [
+        (
+            "boot/firmware/cmdline.txt",
+            b"console=tty1 quiet rootwait\n",
+            "source-cmdline",
+            "root=",
+        ),
+        ("boot/firmware/cmdline.txt", b"", "source-cmdline", "empty"),
+        (
+            "boot/firmware/cmdline.txt",
+            b"root=/dev/a root=/dev/b\n",
+            "source-cmdline",
+            "root=",
+        ),
+        (
+            "etc/fstab",
+            b"proc /proc proc defaults 0 0\n",
+            "source-fstab",
+            "/",
+        ),
+        (
+            "etc/fstab",
+            b"\x00\xff\xfe\x00junk",
+            "source-fstab",
+            "fstab",
+        ),
+    ];
+    for (file, contents, code, mentions) in cases {
+        let tree = broken_copy("pi4", file, contents);
+        let (codes, text) = refused_in(tree.path(), &["--target", "/dev/sda"]);
+        assert_eq!(codes, [code], "{file}: {text}");
+        assert!(text.contains(mentions), "{file}: {text}");
+    }
+}
+
+#[test]
+fn a_dry_run_writes_nothing() {
+    let tree = broken_copy("pi4", "etc/hostname", b"raspberrypi\n");
+    let before = snapshot(tree.path());
+    for layout in ["root-only", "full"] {
+        let output = pimigrate()
+            .arg("--sysroot")
+            .arg(tree.path())
+            .args(["plan", "--target", "/dev/sda", "--layout", layout])
+            .output()
+            .unwrap();
+        assert_eq!(exit_code(&output), 0, "{}", stderr(&output));
+    }
+    assert_eq!(before, snapshot(tree.path()));
+}
+
+fn snapshot(root: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = walkdir::WalkDir::new(root)
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| {
+            (
+                e.path().display().to_string(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn human_plan_shows_table_commands_and_diffs() {
+    let output = on_fixture("pi4", &["plan", "--target", "/dev/sda", "--seed", "7"]);
+    assert_eq!(exit_code(&output), 0);
+    let text = stdout(&output);
+    for expected in [
+        "Dry run: nothing has been written.",
+        "Partition table: MBR",
+        "mkfs.ext4 -F -L rootfs2",
+        "--- a/etc/fstab",
+        "+++ b/cmdline.txt",
+        "changed last, atomically",
+        "will be erased",
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in\n{text}");
+    }
+    let brief = stdout(&on_fixture("pi4", &["-q", "plan", "--target", "/dev/sda"]));
+    assert!(brief.lines().count() <= 3, "{brief}");
+}
+
+#[test]
+fn usage_errors_exit_2_and_other_errors_exit_1() {
+    let output = pimigrate().args(["plan"]).output().unwrap();
+    assert_eq!(exit_code(&output), 2);
+    let output = pimigrate()
+        .args(["--sysroot", "/nonexistent/tree", "devices"])
+        .output()
+        .unwrap();
+    assert_eq!(exit_code(&output), 1);
+    assert!(stderr(&output).contains("--sysroot /nonexistent/tree"));
+    let output = pimigrate().args(["--version"]).output().unwrap();
+    assert!(stdout(&output).starts_with("pimigrate "));
+}

@@ -1,0 +1,31 @@
+//! Planner refusals that need a system state no fixture machine has.
+
+mod common;
+
+use pimigrate::host::Host;
+use pimigrate::plan::{plan, Options};
+use pimigrate::system::System;
+
+#[test]
+fn refuses_a_target_that_holds_the_boot_partition() {
+    let mut system = System::inspect(&Host::with_root(common::fixture("pi4"))).unwrap();
+    // As if the Pi booted from a USB stick's FAT partition (sdb1) while its
+    // root stayed on the SD card.
+    let sdb1 = system
+        .disks
+        .iter()
+        .find(|d| d.name == "sdb")
+        .unwrap()
+        .partitions[0]
+        .devno;
+    system.source.boot_devno = sdb1;
+    for disk in &mut system.disks {
+        disk.partitions
+            .iter_mut()
+            .for_each(|p| p.mountpoints.clear());
+    }
+    let refusal = plan(&system, &Options::new("/dev/sdb")).unwrap_err();
+    let codes: Vec<&str> = refusal.reasons.iter().map(|r| r.code).collect();
+    assert_eq!(codes, ["target-holds-boot"]);
+    assert!(refusal.to_string().contains("boot partition"));
+}
