@@ -56,7 +56,16 @@ pub fn plan(system: &System, options: &Options) -> Result<Plan, Refusal> {
         }
     };
     let exclusions = exclusions(system, options);
-    let scan = usage::scan(&system.host, &system.mounts, &exclusions);
+    // A refused plan still reports whether the source would fit, but from
+    // the filesystem's own count: walking a whole root takes a while.
+    let scan = if reasons.is_empty() {
+        usage::scan(&system.host, &system.mounts, &exclusions)
+    } else {
+        Ok(usage::Usage {
+            bytes: system.source_used_bytes.unwrap_or(0),
+            ..usage::Usage::default()
+        })
+    };
     let scan = match scan {
         Ok(scan) => Some(scan),
         Err(err) => {

@@ -1,0 +1,272 @@
+//! The tests a run consists of, and turning measurements into results.
+//!
+//! The standard suite is CrystalDiskMark's (SEQ1M Q8, SEQ1M Q1, RND4K Q32,
+//! RND4K Q1, each read and write); the `a1` preset is Raspberry Pi's own SD
+//! card test (agnostics).
+
+use super::engine::{run_job, EngineKind, JobContext, Progress};
+use super::histogram::LatencySummary;
+use super::job::{Direction, JobSpec, Limit, Measurement, Pattern};
+use super::progress::ProgressUi;
+use crate::units::{GIB, KIB, MIB};
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Preset {
+    /// SEQ1M Q8/Q1 and RND4K Q32/Q1, read and write (about a minute).
+    Standard,
+    /// The standard tests, shorter and on a smaller file (under 20 s).
+    Quick,
+    /// Raspberry Pi's SD card test: 256 MiB, queue depth 32, 4 MiB
+    /// sequential, 4K random for 10 s; graded A1/A2.
+    A1,
+}
+
+impl std::fmt::Display for Preset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Preset::Standard => "standard",
+            Preset::Quick => "quick",
+            Preset::A1 => "a1",
+        })
+    }
+}
+
+/// Durations and sizes a run uses, after defaults and overrides.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SuiteParams {
+    pub preset: Preset,
+    pub runtime_seconds: f64,
+    pub ramp_seconds: f64,
+    /// The test file size asked for (before fitting it to the free space).
+    pub file_size: u64,
+}
+
+impl SuiteParams {
+    pub fn new(preset: Preset, runtime: Option<f64>, size: Option<u64>) -> SuiteParams {
+        let (default_runtime, default_ramp, default_size) = match preset {
+            Preset::Standard => (5.0, 1.0, GIB),
+            Preset::Quick => (1.5, 0.5, 256 * MIB),
+            // agnostics uses no ramp.
+            Preset::A1 => (10.0, 0.0, 256 * MIB),
+        };
+        let runtime_seconds = runtime.unwrap_or(default_runtime);
+        // A short run gets a proportionally short ramp.
+        let ramp_seconds = default_ramp.min(runtime_seconds / 5.0);
+        SuiteParams {
+            preset,
+            runtime_seconds,
+            ramp_seconds,
+            file_size: size.unwrap_or(default_size),
+        }
+    }
+
+    /// The jobs to run over `span` bytes; writes only when allowed.
+    pub fn jobs(&self, span: u64, writes: bool) -> Vec<JobSpec> {
+        let timed = Limit::Time {
+            seconds: self.runtime_seconds,
+        };
+        let ramp = Duration::from_secs_f64(self.ramp_seconds);
+        let job = |id: &str, direction, pattern, block_size: u64, queue_depth, limit, ramp| JobSpec {
+            name: id.to_string(),
+            direction,
+            pattern,
+            block_size: block_size as u32,
+            queue_depth,
+            ramp,
+            limit,
+            span: span / block_size * block_size,
+        };
+        use Direction::{Read, Write};
+        use Pattern::{Random, Sequential};
+        let all = match self.preset {
+            Preset::Standard | Preset::Quick => vec![
+                // Reads first, as CrystalDiskMark does: writes can leave the
+                // drive busy with garbage collection.
+                job("SEQ1M Q8 read", Read, Sequential, MIB, 8, timed, ramp),
+                job("SEQ1M Q1 read", Read, Sequential, MIB, 1, timed, ramp),
+                job("RND4K Q32 read", Read, Random, 4 * KIB, 32, timed, ramp),
+                job("RND4K Q1 read", Read, Random, 4 * KIB, 1, timed, ramp),
+                job("SEQ1M Q8 write", Write, Sequential, MIB, 8, timed, ramp),
+                job("SEQ1M Q1 write", Write, Sequential, MIB, 1, timed, ramp),
+                job("RND4K Q32 write", Write, Random, 4 * KIB, 32, timed, ramp),
+                job("RND4K Q1 write", Write, Random, 4 * KIB, 1, timed, ramp),
+            ],
+            Preset::A1 => {
+                let once = Limit::Bytes {
+                    bytes: span / (4 * MIB) * (4 * MIB),
+                };
+                vec![
+                    job("SEQ4M Q32 write", Write, Sequential, 4 * MIB, 32, once, Duration::ZERO),
+                    job("SEQ4M Q32 read", Read, Sequential, 4 * MIB, 32, once, Duration::ZERO),
+                    job("RND4K Q32 write", Write, Random, 4 * KIB, 32, timed, ramp),
+                    job("RND4K Q32 read", Read, Random, 4 * KIB, 32, timed, ramp),
+                ]
+            }
+        };
+        all.into_iter()
+            .filter(|j| writes || j.direction == Direction::Read)
+            .filter(|j| j.span >= u64::from(j.block_size))
+            .collect()
+    }
+}
+
+/// One test's figures, as reports keep them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestResult {
+    /// "SEQ1M Q8 read"; also the key later commands look results up by.
+    pub name: String,
+    pub direction: Direction,
+    pub pattern: Pattern,
+    pub block_size: u32,
+    pub queue_depth: u32,
+    pub ios: u64,
+    pub bytes: u64,
+    /// Measured time: after the ramp, up to the last completion, plus the
+    /// final flush for writes.
+    pub seconds: f64,
+    pub flush_seconds: Option<f64>,
+    /// 10^6 bytes per second, as drives are sold.
+    pub mb_per_s: f64,
+    /// 2^20 bytes per second.
+    pub mib_per_s: f64,
+    pub iops: f64,
+    pub latency: Option<LatencySummary>,
+    pub cpu_seconds: f64,
+    /// CPU time per I/O in microseconds: what the engine costs.
+    pub cpu_us_per_io: Option<f64>,
+}
+
+impl TestResult {
+    pub fn from_measurement(spec: &JobSpec, m: &Measurement) -> TestResult {
+        let seconds = m.elapsed.as_secs_f64();
+        let per_second = |v: f64| if seconds > 0.0 { v / seconds } else { 0.0 };
+        TestResult {
+            name: spec.name.clone(),
+            direction: spec.direction,
+            pattern: spec.pattern,
+            block_size: spec.block_size,
+            queue_depth: spec.queue_depth,
+            ios: m.ios,
+            bytes: m.bytes,
+            seconds,
+            flush_seconds: m.flush.map(|d| d.as_secs_f64()),
+            mb_per_s: per_second(m.bytes as f64) / 1e6,
+            mib_per_s: per_second(m.bytes as f64) / MIB as f64,
+            iops: per_second(m.ios as f64),
+            latency: m.latency.summary(),
+            cpu_seconds: m.cpu.as_secs_f64(),
+            cpu_us_per_io: (m.ios > 0).then(|| m.cpu.as_secs_f64() * 1e6 / m.ios as f64),
+        }
+    }
+
+    pub fn kib_per_s(&self) -> f64 {
+        self.mib_per_s * 1024.0
+    }
+}
+
+/// Results so far, and whether the run was cut short.
+pub struct SuiteOutcome {
+    pub results: Vec<TestResult>,
+    pub interrupted: bool,
+}
+
+pub fn run(
+    engine: EngineKind,
+    ctx_for: &dyn Fn(&JobSpec) -> JobContext<'_>,
+    jobs: &[JobSpec],
+    ui: &ProgressUi,
+) -> Result<SuiteOutcome> {
+    let mut results = Vec::new();
+    for spec in jobs {
+        let ctx = ctx_for(spec);
+        let bar = ui.job(spec);
+        let measurement = run_job(engine, &ctx, &mut |p: Progress| bar.update(p))?;
+        if measurement.interrupted {
+            bar.abandon();
+            return Ok(SuiteOutcome {
+                results,
+                interrupted: true,
+            });
+        }
+        let result = TestResult::from_measurement(spec, &measurement);
+        bar.finish(&result);
+        results.push(result);
+    }
+    Ok(SuiteOutcome {
+        results,
+        interrupted: false,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn standard_suite_has_the_eight_tests() {
+        let params = SuiteParams::new(Preset::Standard, None, None);
+        let names: Vec<String> = params.jobs(GIB, true).into_iter().map(|j| j.name).collect();
+        assert_eq!(names.len(), 8);
+        assert_eq!(names[0], "SEQ1M Q8 read");
+        assert_eq!(names[7], "RND4K Q1 write");
+        let reads = params.jobs(GIB, false);
+        assert_eq!(reads.len(), 4);
+        assert!(reads.iter().all(|j| j.direction == Direction::Read));
+    }
+
+    #[test]
+    fn default_runs_stay_within_their_budget() {
+        let budget = |params: SuiteParams| -> f64 {
+            params
+                .jobs(GIB, true)
+                .iter()
+                .filter_map(|j| j.expected())
+                .map(|d| d.as_secs_f64())
+                .sum()
+        };
+        assert!(budget(SuiteParams::new(Preset::Standard, None, None)) <= 60.0);
+        assert!(budget(SuiteParams::new(Preset::Quick, None, None)) <= 20.0);
+    }
+
+    #[test]
+    fn a1_preset_matches_agnostics() {
+        let params = SuiteParams::new(Preset::A1, None, None);
+        assert_eq!(params.file_size, 256 * MIB);
+        let jobs = params.jobs(256 * MIB, true);
+        assert!(jobs.iter().all(|j| j.queue_depth == 32));
+        assert_eq!(jobs[0].limit, Limit::Bytes { bytes: 256 * MIB });
+        assert_eq!(jobs[2].limit, Limit::Time { seconds: 10.0 });
+        assert_eq!(jobs[2].block_size, 4096);
+    }
+
+    #[test]
+    fn short_runtimes_get_short_ramps() {
+        let params = SuiteParams::new(Preset::Standard, Some(1.0), None);
+        assert!((params.ramp_seconds - 0.2).abs() < 1e-9);
+    }
+
+    #[test]
+    fn results_are_computed_in_both_units() {
+        let spec = &SuiteParams::new(Preset::Standard, None, None).jobs(GIB, true)[0];
+        let mut latency = crate::bench::histogram::Histogram::new();
+        latency.record(1_000_000);
+        let m = Measurement {
+            ios: 100,
+            bytes: 100 * MIB,
+            elapsed: Duration::from_secs(2),
+            flush: None,
+            latency,
+            cpu: Duration::from_millis(10),
+            interrupted: false,
+        };
+        let r = TestResult::from_measurement(spec, &m);
+        assert!((r.mib_per_s - 50.0).abs() < 1e-9);
+        assert!((r.mb_per_s - 52.428_8).abs() < 1e-9);
+        assert!((r.iops - 50.0).abs() < 1e-9);
+        assert!((r.cpu_us_per_io.unwrap() - 100.0).abs() < 1e-9);
+    }
+}

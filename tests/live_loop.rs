@@ -1,0 +1,285 @@
+//! `devices` and `plan` on this machine's real block devices: sparse image
+//! files on loop devices, real ext4 from mkfs, real mounts. Needs root.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A sparse image file attached to a loop device, detached on drop.
+struct LoopDisk {
+    device: PathBuf,
+    image: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl LoopDisk {
+    fn new(size: u64, setup: impl FnOnce(&Path), read_only: bool) -> LoopDisk {
+        let dir = tempfile::Builder::new()
+            .prefix("pimigrate-test")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        let image = dir.path().join("disk.img");
+        std::fs::File::create(&image)
+            .unwrap()
+            .set_len(size)
+            .unwrap();
+        setup(&image);
+        let mut losetup = Command::new("losetup");
+        losetup.args(["-f", "--show"]);
+        if read_only {
+            losetup.arg("-r");
+        }
+        let output = losetup
+            .arg(&image)
+            .output()
+            .expect("losetup (util-linux) is required");
+        assert!(
+            output.status.success(),
+            "losetup: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let device = PathBuf::from(String::from_utf8(output.stdout).unwrap().trim());
+        LoopDisk {
+            device,
+            image,
+            _dir: dir,
+        }
+    }
+
+    fn path(&self) -> &str {
+        self.device.to_str().unwrap()
+    }
+}
+
+impl Drop for LoopDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").arg("-d").arg(&self.device).status();
+    }
+}
+
+/// A Pi-like root tree in a plain directory, copied from a fixture.
+fn pi_tree() -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("pimigrate-tree")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    for part in ["etc", "boot", "var", "home", "usr", "tmp"] {
+        let status = Command::new("cp")
+            .arg("-a")
+            .arg(fixture("pi4").join(part))
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    dir
+}
+
+fn live(args: &[&str]) -> std::process::Output {
+    pimigrate().args(args).output().unwrap()
+}
+
+fn find_disk<'a>(devices: &'a Value, path: &str) -> &'a Value {
+    devices["disks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["path"] == path)
+        .unwrap_or_else(|| panic!("{path} not listed: {devices:#}"))
+}
+
+fn mkfs_ext4(args: &[&str]) {
+    let status = Command::new("mkfs.ext4")
+        .arg("-q")
+        .arg("-F")
+        .args(args)
+        .status()
+        .expect("mkfs.ext4 (e2fsprogs) is required");
+    assert!(status.success());
+}
+
+#[test]
+fn the_system_disk_is_the_source_and_a_sparse_loop_disk_a_candidate() {
+    if !require_root("live device listing") {
+        return;
+    }
+    // Larger than this machine's used space, so it is big enough; sparse.
+    let disk = LoopDisk::new(1 << 40, |_| {}, false);
+    let output = live(&["devices", "--all", "--json"]);
+    assert_eq!(exit_code(&output), 0, "{}", stderr(&output));
+    let devices = json(&output);
+    let target = find_disk(&devices, disk.path());
+    assert_eq!(target["role"], "candidate", "{target:#}");
+    assert_eq!(target["transport"], "virtual");
+    assert_eq!(target["size_bytes"], 1u64 << 40);
+    assert_eq!(target["backing_file"], disk.image.to_str().unwrap());
+    let root_device = devices["source"]["root_device"].as_str().unwrap();
+    let system = devices["disks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| root_device.starts_with(d["path"].as_str().unwrap()))
+        .unwrap();
+    assert_eq!(system["role"], "source-root");
+    // Without --all, loop devices are not listed.
+    let plain = json(&live(&["devices", "--json"]));
+    assert!(plain["disks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|d| d["transport"] != "virtual"));
+}
+
+#[test]
+fn plan_against_a_loop_disk_for_a_pi_tree() {
+    if !require_root("live planning") {
+        return;
+    }
+    let disk = LoopDisk::new(8 << 30, |_| {}, false);
+    let tree = pi_tree();
+    let root = tree.path().to_str().unwrap();
+    let boot = format!("{root}/boot/firmware");
+    let args = [
+        "plan",
+        "--json",
+        "--target",
+        disk.path(),
+        "--source-root",
+        root,
+        "--boot-dir",
+        &boot,
+    ];
+    let output = live(&args);
+    assert_eq!(exit_code(&output), 0, "{}", stdout(&output));
+    let plan = json(&output);
+    let sig = plan["table"]["disk_id"].as_str().unwrap();
+    assert_eq!(
+        plan["table"]["partitions"][0]["partuuid"],
+        format!("{sig}-01")
+    );
+    assert_eq!(plan["table"]["partitions"][0]["start_sector"], 8192);
+    assert_eq!(plan["target"]["path"], disk.path());
+    let full = live(&[&args[..], &["--layout", "full"]].concat());
+    assert_eq!(exit_code(&full), 0, "{}", stdout(&full));
+    // Nothing was written to the target.
+    let mut head = vec![0u8; 1 << 20];
+    std::io::Read::read_exact(&mut std::fs::File::open(&disk.image).unwrap(), &mut head).unwrap();
+    assert!(head.iter().all(|&b| b == 0));
+}
+
+#[test]
+fn refuses_the_running_system_disk_and_non_disks() {
+    if !require_root("live refusals") {
+        return;
+    }
+    let devices = json(&live(&["devices", "--json"]));
+    let system = devices["disks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["role"] == "source-root")
+        .unwrap();
+    let output = live(&[
+        "plan",
+        "--json",
+        "--target",
+        system["path"].as_str().unwrap(),
+    ]);
+    assert_eq!(exit_code(&output), 3);
+    let codes = json(&output)["reasons"].to_string();
+    assert!(codes.contains("target-holds-root"), "{codes}");
+
+    let output = live(&["plan", "--target", "/etc/hostname"]);
+    assert_eq!(exit_code(&output), 3);
+    assert!(
+        stderr(&output).contains("/etc/hostname is a file, not a disk"),
+        "{}",
+        stderr(&output)
+    );
+    let output = live(&["plan", "--target", "/dev/does-not-exist"]);
+    assert_eq!(exit_code(&output), 3);
+    assert!(stderr(&output).contains("does not exist"));
+}
+
+#[test]
+fn refuses_a_mounted_or_read_only_loop_disk() {
+    if !require_root("live busy checks") {
+        return;
+    }
+    let disk = LoopDisk::new(256 << 20, |_| {}, false);
+    mkfs_ext4(&[disk.path()]);
+    let mnt = tempfile::tempdir().unwrap();
+    let status = Command::new("mount")
+        .arg(disk.path())
+        .arg(mnt.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let output = live(&["plan", "--json", "--target", disk.path()]);
+    let _ = Command::new("umount").arg(mnt.path()).status();
+    assert_eq!(exit_code(&output), 3);
+    let text = json(&output)["reasons"].to_string();
+    assert!(text.contains("target-in-use"), "{text}");
+    assert!(
+        text.contains(&mnt.path().display().to_string()),
+        "names the mount point: {text}"
+    );
+
+    let read_only = LoopDisk::new(256 << 20, |_| {}, true);
+    let output = live(&["plan", "--json", "--target", read_only.path()]);
+    assert_eq!(exit_code(&output), 3);
+    assert!(json(&output)["reasons"]
+        .to_string()
+        .contains("target-read-only"));
+}
+
+#[test]
+fn partitions_are_read_from_the_table_even_without_kernel_partition_devices() {
+    if !require_root("live partition probing") {
+        return;
+    }
+    let disk = LoopDisk::new(
+        128 << 20,
+        |image| {
+            let mut file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(image)
+                .unwrap();
+            let mut mbr = mbrman::MBR::new_from(&mut file, 512, [0x78, 0x56, 0x34, 0x12]).unwrap();
+            mbr[1] = mbrman::MBRPartitionEntry {
+                boot: mbrman::BOOT_INACTIVE,
+                first_chs: mbrman::CHS::empty(),
+                sys: 0x83,
+                last_chs: mbrman::CHS::empty(),
+                starting_lba: 8192,
+                sectors: 131072,
+            };
+            mbr.write_into(&mut file).unwrap();
+            drop(file);
+            mkfs_ext4(&[
+                "-L",
+                "probed",
+                "-E",
+                "offset=4194304",
+                image.to_str().unwrap(),
+                "64M",
+            ]);
+        },
+        false,
+    );
+    let devices = json(&live(&["devices", "--all", "--json"]));
+    let listed = find_disk(&devices, disk.path());
+    assert_eq!(listed["table"], "mbr");
+    assert_eq!(listed["disk_id"], "12345678");
+    let part = &listed["partitions"][0];
+    assert_eq!(part["number"], 1);
+    assert_eq!(part["partuuid"], "12345678-01");
+    assert_eq!(part["fstype"], "ext4");
+    assert_eq!(part["label"], "probed");
+    assert_eq!(part["start_bytes"], 4u64 << 20);
+    assert_eq!(part["size_bytes"], 64u64 << 20);
+}
