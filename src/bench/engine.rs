@@ -180,7 +180,8 @@ impl Tally {
         }
         self.ios += 1;
         self.bytes += self.block;
-        self.latency.record(duration_ns(now.saturating_duration_since(issued)));
+        self.latency
+            .record(duration_ns(now.saturating_duration_since(issued)));
         self.last_completion = Some(self.last_completion.map_or(now, |last| last.max(now)));
     }
 
@@ -195,9 +196,9 @@ impl Tally {
     }
 
     pub fn into_measurement(self, interrupted: bool) -> Measurement {
-        let elapsed = self
-            .last_completion
-            .map_or(Duration::ZERO, |last| last.saturating_duration_since(self.measured_from));
+        let elapsed = self.last_completion.map_or(Duration::ZERO, |last| {
+            last.saturating_duration_since(self.measured_from)
+        });
         Measurement {
             ios: self.ios,
             bytes: self.bytes,
@@ -214,7 +215,8 @@ impl Tally {
 pub fn io_buffers(ctx: &JobContext<'_>, count: usize, rng: &mut FastRng) -> Vec<AlignedBuf> {
     (0..count)
         .map(|_| {
-            let mut buf = AlignedBuf::new(ctx.spec.block_size as usize, ctx.alignment.buffer_align());
+            let mut buf =
+                AlignedBuf::new(ctx.spec.block_size as usize, ctx.alignment.buffer_align());
             if ctx.spec.direction == Direction::Write {
                 rng.fill(buf.as_mut_slice());
             }
@@ -257,8 +259,10 @@ pub fn cpu_time() -> Duration {
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
         return Duration::ZERO;
     }
-    // time_t and suseconds_t are 32 bits on armhf: widen before adding.
-    let micros = |tv: libc::timeval| (tv.tv_sec as i64) * 1_000_000 + tv.tv_usec as i64;
+    // time_t and suseconds_t are 32 bits on armhf: widen before adding
+    // (a no-op conversion on 64-bit targets).
+    #[allow(clippy::useless_conversion)]
+    let micros = |tv: libc::timeval| i64::from(tv.tv_sec) * 1_000_000 + i64::from(tv.tv_usec);
     let total = micros(usage.ru_utime) + micros(usage.ru_stime);
     Duration::from_micros(u64::try_from(total).unwrap_or(0))
 }
@@ -284,7 +288,11 @@ mod tests {
     #[test]
     fn a_byte_limited_gate_lets_exactly_that_much_through() {
         let flag = AtomicBool::new(false);
-        let gate = Gate::new(&spec(Limit::Bytes { bytes: 3 * 4096 }), Instant::now(), &flag);
+        let gate = Gate::new(
+            &spec(Limit::Bytes { bytes: 3 * 4096 }),
+            Instant::now(),
+            &flag,
+        );
         let now = Instant::now();
         assert!(gate.may_issue(now) && gate.may_issue(now) && gate.may_issue(now));
         assert!(!gate.may_issue(now));

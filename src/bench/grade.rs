@@ -60,7 +60,11 @@ pub fn app_class(
         pass: value >= target,
     };
     let checks = vec![
-        check("sequential write KiB/s", seq_write_kib_s, A1_SEQ_WRITE_KIB_S),
+        check(
+            "sequential write KiB/s",
+            seq_write_kib_s,
+            A1_SEQ_WRITE_KIB_S,
+        ),
         check("random 4K write IOPS", rand_write_iops, A1_RAND_WRITE_IOPS),
         check("random 4K read IOPS", rand_read_iops, A1_RAND_READ_IOPS),
     ];

@@ -201,7 +201,7 @@ mod tests {
     #[test]
     fn a_rare_slow_outlier_shows_only_in_the_tail() {
         let mut h = Histogram::new();
-        for _ in 0..999 {
+        for _ in 0..9_999 {
             h.record(100_000);
         }
         h.record(50_000_000);

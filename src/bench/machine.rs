@@ -73,7 +73,11 @@ fn uname() -> (String, String, String) {
             .to_string_lossy()
             .into_owned()
     };
-    (text(&name.release), text(&name.version), text(&name.machine))
+    (
+        text(&name.release),
+        text(&name.version),
+        text(&name.machine),
+    )
 }
 
 fn read_throttled() -> Option<Throttled> {

@@ -28,10 +28,7 @@ impl ProgressUi {
             };
         }
         let (length, by_bytes) = match spec.limit {
-            Limit::Time { .. } => (
-                spec.expected().map_or(1, |d| d.as_millis() as u64),
-                false,
-            ),
+            Limit::Time { .. } => (spec.expected().map_or(1, |d| d.as_millis() as u64), false),
             Limit::Bytes { bytes } => (bytes, true),
         };
         let bar = ProgressBar::new(length);

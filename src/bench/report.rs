@@ -9,7 +9,7 @@ use super::grade::{app_class, pibenchmarks_score, ClassVerdict, Score, ScoreInpu
 use super::machine::MachineInfo;
 use super::suite::{Preset, SuiteParams, TestResult};
 use super::target::TargetKind;
-use crate::system::disks::{Disk, Transport};
+use crate::system::disks::Disk;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -54,7 +54,8 @@ pub struct DeviceIdentity {
     pub vendor: Option<String>,
     pub model: Option<String>,
     pub serial: Option<String>,
-    pub transport: Transport,
+    /// `usb`, `mmc`, `nvme`, ... as `pimigrate devices` shows it.
+    pub transport: String,
     pub size_bytes: u64,
     pub logical_sector_size: u32,
     pub rotational: bool,
@@ -80,7 +81,7 @@ impl DeviceIdentity {
             vendor: disk.vendor.clone(),
             model: disk.model.clone(),
             serial: disk.serial.clone(),
-            transport: disk.transport,
+            transport: disk.transport.to_string(),
             size_bytes: disk.size_bytes,
             logical_sector_size: disk.logical_sector_size,
             rotational: disk.rotational,
@@ -151,7 +152,10 @@ pub fn grade(preset: Preset, results: &[TestResult]) -> Grades {
     let app = match (seq_write, get("RND4K Q32 write"), get("RND4K Q32 read")) {
         (Some(sw), Some(rw), Some(rr)) => Some(app_class(sw.kib_per_s(), rw.iops, rr.iops, basis)),
         _ => {
-            notes.push("A1/A2 class needs the write tests (a test file, or --destructive on a device)".into());
+            notes.push(
+                "A1/A2 class needs the write tests (a test file, or --destructive on a device)"
+                    .into(),
+            );
             None
         }
     };
@@ -261,7 +265,13 @@ pub fn list(dir: &Path) -> Result<Vec<StoredReport>> {
 pub fn for_device(dir: &Path, device: &DeviceIdentity) -> Result<Vec<StoredReport>> {
     Ok(list(dir)?
         .into_iter()
-        .filter(|r| r.report.target.device.as_ref().is_some_and(|d| d.same_drive(device)))
+        .filter(|r| {
+            r.report
+                .target
+                .device
+                .as_ref()
+                .is_some_and(|d| d.same_drive(device))
+        })
         .collect())
 }
 

@@ -4,6 +4,7 @@
 //! RND4K Q1, each read and write); the `a1` preset is Raspberry Pi's own SD
 //! card test (agnostics).
 
+use super::dio::DirectIoAlignment;
 use super::engine::{run_job, EngineKind, JobContext, Progress};
 use super::histogram::LatencySummary;
 use super::job::{Direction, JobSpec, Limit, Measurement, Pattern};
@@ -11,6 +12,8 @@ use super::progress::ProgressUi;
 use crate::units::{GIB, KIB, MIB};
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -47,7 +50,7 @@ pub struct SuiteParams {
 
 impl SuiteParams {
     pub fn new(preset: Preset, runtime: Option<f64>, size: Option<u64>) -> SuiteParams {
-        let (default_runtime, default_ramp, default_size) = match preset {
+        let (default_runtime, default_ramp, default_size): (f64, f64, u64) = match preset {
             Preset::Standard => (5.0, 1.0, GIB),
             Preset::Quick => (1.5, 0.5, 256 * MIB),
             // agnostics uses no ramp.
@@ -70,16 +73,17 @@ impl SuiteParams {
             seconds: self.runtime_seconds,
         };
         let ramp = Duration::from_secs_f64(self.ramp_seconds);
-        let job = |id: &str, direction, pattern, block_size: u64, queue_depth, limit, ramp| JobSpec {
-            name: id.to_string(),
-            direction,
-            pattern,
-            block_size: block_size as u32,
-            queue_depth,
-            ramp,
-            limit,
-            span: span / block_size * block_size,
-        };
+        let job =
+            |id: &str, direction, pattern, block_size: u64, queue_depth, limit, ramp| JobSpec {
+                name: id.to_string(),
+                direction,
+                pattern,
+                block_size: block_size as u32,
+                queue_depth,
+                ramp,
+                limit,
+                span: span / block_size * block_size,
+            };
         use Direction::{Read, Write};
         use Pattern::{Random, Sequential};
         let all = match self.preset {
@@ -100,8 +104,24 @@ impl SuiteParams {
                     bytes: span / (4 * MIB) * (4 * MIB),
                 };
                 vec![
-                    job("SEQ4M Q32 write", Write, Sequential, 4 * MIB, 32, once, Duration::ZERO),
-                    job("SEQ4M Q32 read", Read, Sequential, 4 * MIB, 32, once, Duration::ZERO),
+                    job(
+                        "SEQ4M Q32 write",
+                        Write,
+                        Sequential,
+                        4 * MIB,
+                        32,
+                        once,
+                        Duration::ZERO,
+                    ),
+                    job(
+                        "SEQ4M Q32 read",
+                        Read,
+                        Sequential,
+                        4 * MIB,
+                        32,
+                        once,
+                        Duration::ZERO,
+                    ),
                     job("RND4K Q32 write", Write, Random, 4 * KIB, 32, timed, ramp),
                     job("RND4K Q32 read", Read, Random, 4 * KIB, 32, timed, ramp),
                 ]
@@ -112,6 +132,19 @@ impl SuiteParams {
             .filter(|j| j.span >= u64::from(j.block_size))
             .collect()
     }
+}
+
+/// Parses --runtime: seconds, fractions allowed, at most an hour.
+pub fn parse_runtime(text: &str) -> Result<f64, String> {
+    let seconds: f64 = text
+        .trim()
+        .trim_end_matches('s')
+        .parse()
+        .map_err(|_| format!("'{text}' is not a number of seconds"))?;
+    if !(0.1..=3600.0).contains(&seconds) {
+        return Err(format!("--runtime {text}: give 0.1 to 3600 seconds"));
+    }
+    Ok(seconds)
 }
 
 /// One test's figures, as reports keep them.
@@ -176,13 +209,20 @@ pub struct SuiteOutcome {
 
 pub fn run(
     engine: EngineKind,
-    ctx_for: &dyn Fn(&JobSpec) -> JobContext<'_>,
+    file: &File,
+    alignment: DirectIoAlignment,
+    interrupted: &AtomicBool,
     jobs: &[JobSpec],
     ui: &ProgressUi,
 ) -> Result<SuiteOutcome> {
     let mut results = Vec::new();
     for spec in jobs {
-        let ctx = ctx_for(spec);
+        let ctx = JobContext {
+            file,
+            spec,
+            alignment,
+            interrupted,
+        };
         let bar = ui.job(spec);
         let measurement = run_job(engine, &ctx, &mut |p: Progress| bar.update(p))?;
         if measurement.interrupted {

@@ -24,8 +24,18 @@ pub enum TargetKind {
 
 /// Why a benchmark will not run on a target; the command exits "refused".
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct Refused(pub String);
+#[error("{message}")]
+pub struct Refused {
+    /// Stable, for scripts: `bench-source-disk`, `bench-in-use`, ...
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl Refused {
+    pub fn new(code: &'static str, message: String) -> Refused {
+        Refused { code, message }
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct Target {
@@ -70,17 +80,28 @@ pub fn resolve(
         )
     })?;
     if meta.file_type().is_block_device() {
-        return device_target(system, given, open_path, DevNo::from_raw(meta.rdev()), destructive);
+        return device_target(
+            system,
+            given,
+            open_path,
+            DevNo::from_raw(meta.rdev()),
+            destructive,
+        );
     }
     if !meta.is_dir() {
-        return Err(Refused(format!(
+        return Err(Refused::new(
+            "bench-not-a-directory",
+            format!(
             "{}: not a directory or a block device; give the directory the test file should go in",
             given.display()
-        ))
+        ),
+        )
         .into());
     }
     if destructive {
-        return Err(Refused(format!(
+        return Err(Refused::new(
+            "bench-destructive-directory",
+            format!(
             "{}: --destructive is for raw disks and partitions; a directory is benchmarked with a test file, which needs no --destructive",
             given.display()
         ))
@@ -123,7 +144,9 @@ fn device_target(
         .collect();
     if destructive {
         let Some(disk) = disk.as_ref() else {
-            return Err(Refused(format!(
+            return Err(Refused::new(
+            "bench-unknown-device",
+            format!(
                 "{}: not a disk pimigrate knows ({devno}); raw writes are only done to disks it can identify",
                 given.display()
             ))
@@ -154,7 +177,9 @@ fn device_target(
 /// from, never on anything mounted, used as swap or held by another device.
 pub fn refuse_destructive(disk: &Disk, partition: Option<u32>, given: &Path) -> Result<()> {
     if matches!(disk.role, Role::SourceRoot | Role::SourceBoot) {
-        return Err(Refused(format!(
+        return Err(Refused::new(
+            "bench-source-disk",
+            format!(
             "{}: refusing to write: {} is the source disk ({}); pimigrate never writes to it. Benchmark a directory on it instead (a test file is used and removed)",
             given.display(),
             disk.path.display(),
@@ -163,25 +188,32 @@ pub fn refuse_destructive(disk: &Disk, partition: Option<u32>, given: &Path) -> 
         .into());
     }
     if disk.read_only {
-        return Err(Refused(format!("{}: the disk is read-only", given.display())).into());
+        return Err(Refused::new(
+            "bench-read-only",
+            format!("{}: the disk is read-only", given.display()),
+        )
+        .into());
     }
-    let uses: Vec<String> = match partition.and_then(|n| disk.partitions.iter().find(|p| p.number == n)) {
-        Some(part) => {
-            let mut uses: Vec<String> = part
-                .mountpoints
-                .iter()
-                .map(|mp| format!("mounted at {}", mp.display()))
-                .collect();
-            if part.swap {
-                uses.push("active swap".into());
+    let uses: Vec<String> =
+        match partition.and_then(|n| disk.partitions.iter().find(|p| p.number == n)) {
+            Some(part) => {
+                let mut uses: Vec<String> = part
+                    .mountpoints
+                    .iter()
+                    .map(|mp| format!("mounted at {}", mp.display()))
+                    .collect();
+                if part.swap {
+                    uses.push("active swap".into());
+                }
+                uses.extend(part.holders.iter().map(|h| format!("held by {h}")));
+                uses
             }
-            uses.extend(part.holders.iter().map(|h| format!("held by {h}")));
-            uses
-        }
-        None => disk.uses(),
-    };
+            None => disk.uses(),
+        };
     if !uses.is_empty() {
-        return Err(Refused(format!(
+        return Err(Refused::new(
+            "bench-in-use",
+            format!(
             "{}: refusing to write while it is in use ({}); unmount it first, or benchmark a directory on it",
             given.display(),
             uses.join("; ")

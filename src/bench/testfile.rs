@@ -6,6 +6,7 @@ use super::random::FastRng;
 use crate::units::{binary, MIB};
 use anyhow::{bail, Context, Result};
 use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -109,7 +110,9 @@ pub fn lay_out(
     let started = Instant::now();
     // Reserve the blocks first, as fio does, so the file is not fragmented
     // by writing it piece by piece.
-    let _ = nix::fcntl::posix_fallocate(&test.file, 0, test.size as libc::off_t);
+    if let Ok(length) = libc::off_t::try_from(test.size) {
+        let _ = nix::fcntl::posix_fallocate(test.file.as_raw_fd(), 0, length);
+    }
     let chunk = (4 * MIB).min(test.size) as usize;
     let mut buf = AlignedBuf::new(chunk, align);
     let mut rng = FastRng::from_entropy();
@@ -140,7 +143,13 @@ mod tests {
     #[test]
     fn full_size_when_there_is_room() {
         let s = size_for(GIB, 100 * GIB, Path::new("/")).unwrap();
-        assert_eq!(s, Sizing { bytes: GIB, note: None });
+        assert_eq!(
+            s,
+            Sizing {
+                bytes: GIB,
+                note: None
+            }
+        );
     }
 
     #[test]

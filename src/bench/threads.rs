@@ -33,15 +33,21 @@ pub fn run(ctx: &JobContext<'_>, progress: &mut dyn FnMut(Progress)) -> Result<M
                 let (gate, next_block, completed_ios, running) =
                     (&gate, &next_block, &completed_ios, &running);
                 scope.spawn(move || {
-                    let outcome = worker(ctx, &mut buf, seed, gate, measured_from, |picker| {
-                        match spec.pattern {
+                    let outcome = worker(
+                        ctx,
+                        &mut buf,
+                        seed,
+                        gate,
+                        measured_from,
+                        |picker| match spec.pattern {
                             Pattern::Sequential => {
                                 (next_block.fetch_add(1, Ordering::Relaxed) % blocks)
                                     * u64::from(spec.block_size)
                             }
                             Pattern::Random => picker.next_offset(),
-                        }
-                    }, completed_ios);
+                        },
+                        completed_ios,
+                    );
                     running.fetch_sub(1, Ordering::Relaxed);
                     outcome
                 })
@@ -61,7 +67,10 @@ pub fn run(ctx: &JobContext<'_>, progress: &mut dyn FnMut(Progress)) -> Result<M
         }
         workers
             .into_iter()
-            .map(|w| w.join().unwrap_or_else(|_| Err(anyhow!("a benchmark thread panicked"))))
+            .map(|w| {
+                w.join()
+                    .unwrap_or_else(|_| Err(anyhow!("a benchmark thread panicked")))
+            })
             .collect()
     });
 

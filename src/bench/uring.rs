@@ -28,7 +28,9 @@ mod imp {
             .register_probe(&mut probe)
             .map_err(|e| format!("probing io_uring failed ({e})"))?;
         if !probe.is_supported(opcode::Read::CODE) || !probe.is_supported(opcode::Write::CODE) {
-            return Err("the kernel's io_uring lacks plain read/write (Linux 5.6 or later has them)".into());
+            return Err(
+                "the kernel's io_uring lacks plain read/write (Linux 5.6 or later has them)".into(),
+            );
         }
         Ok(())
     }
@@ -64,12 +66,14 @@ mod imp {
                 let offset = picker.next_offset();
                 let buf = &mut buffers[slot];
                 let entry = match spec.direction {
-                    Direction::Read => {
-                        opcode::Read::new(fd, buf.as_mut_ptr(), length).offset(offset).build()
-                    }
+                    Direction::Read => opcode::Read::new(fd, buf.as_mut_ptr(), length)
+                        .offset(offset)
+                        .build(),
                     Direction::Write => {
                         rng.scramble(buf.as_mut_slice());
-                        opcode::Write::new(fd, buf.as_ptr(), length).offset(offset).build()
+                        opcode::Write::new(fd, buf.as_ptr(), length)
+                            .offset(offset)
+                            .build()
                     }
                 };
                 issued_at[slot] = now;
