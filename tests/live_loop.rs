@@ -210,7 +210,11 @@ fn refuses_a_mounted_or_read_only_loop_disk() {
         return;
     }
     let disk = LoopDisk::new(256 << 20, |_| {}, false);
-    mkfs_ext4(&[disk.path()]);
+    mkfs_ext4(&["-L", "wholedisk", disk.path()]);
+    let devices = json(&live(&["devices", "--all", "--json"]));
+    let listed = find_disk(&devices, disk.path());
+    assert_eq!(listed["filesystem"]["fstype"], "ext4");
+    assert_eq!(listed["filesystem"]["label"], "wholedisk");
     let mnt = tempfile::tempdir().unwrap();
     let status = Command::new("mount")
         .arg(disk.path())

@@ -218,6 +218,14 @@ fn text(
             (Some(kind), None) => facts.push(format!("{} table", kind.to_string().to_uppercase())),
             _ => facts.push("no partition table".into()),
         }
+        if let Some(fs) = &disk.filesystem {
+            let label = fs
+                .label
+                .as_ref()
+                .map(|l| format!(" LABEL={l}"))
+                .unwrap_or_default();
+            facts.push(format!("whole-disk {}{label}", fs.fstype));
+        }
         let _ = writeln!(out, "    {}", facts.join(", "));
         if let Some(usb) = &disk.usb {
             let speed = match usb.speed_mbps {

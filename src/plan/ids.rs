@@ -21,6 +21,12 @@ impl KnownIds {
             known
                 .ids
                 .extend(disk.disk_id.iter().map(|id| id.to_lowercase()));
+            if let Some(fs) = &disk.filesystem {
+                known.ids.extend(fs.uuid.iter().map(|id| id.to_lowercase()));
+                known
+                    .labels
+                    .extend(fs.label.iter().map(|l| l.to_lowercase()));
+            }
             for part in &disk.partitions {
                 let ids = [&part.partuuid, &part.uuid];
                 known

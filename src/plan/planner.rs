@@ -332,14 +332,18 @@ fn check_target_is_free(system: &System, target: &Disk, reasons: &mut Vec<Reason
     let source = &system.source;
     let holds =
         |devno: Option<crate::system::mounts::DevNo>| devno.is_some_and(|d| target.contains(d));
-    if holds(source.running_root_devno) || holds(source.root_devno) {
+    let what = if holds(source.running_root_devno) {
+        Some("the root filesystem this system runs from")
+    } else if holds(source.root_devno) {
+        Some("the root filesystem being moved")
+    } else {
+        None
+    };
+    if let Some(what) = what {
         reasons.push(
             Reason::new(
                 "target-holds-root",
-                format!(
-                    "{} holds the root filesystem this system runs from",
-                    target.path.display()
-                ),
+                format!("{} holds {what}", target.path.display()),
             )
             .hint("the target must be another disk; `pimigrate devices` marks candidates"),
         );

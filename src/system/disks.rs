@@ -111,6 +111,9 @@ pub struct Disk {
     pub backing_file: Option<PathBuf>,
     pub table: Option<TableKind>,
     pub disk_id: Option<String>,
+    /// A filesystem written on the whole disk, without a partition table
+    /// (a "superfloppy" USB stick, a loop device holding one partition).
+    pub filesystem: Option<FsInfo>,
     pub partitions: Vec<Partition>,
     /// Whole-disk use: mounts, swap, device-mapper or md on the bare disk.
     pub mountpoints: Vec<PathBuf>,
@@ -287,6 +290,10 @@ fn read_disk(
 
     let udev = UdevProperties::read(host, devno);
     let table = read_table(host, &path, logical_sector_size);
+    let filesystem = match &table {
+        Some(_) => None,
+        None => whole_disk_filesystem(host, &path, &udev),
+    };
     let partitions = read_partitions(
         host,
         &sys_entry,
@@ -328,6 +335,7 @@ fn read_disk(
             .as_ref()
             .map(|t| t.disk_id.clone())
             .or_else(|| udev.get("ID_PART_TABLE_UUID").map(|id| id.to_lowercase())),
+        filesystem,
         partitions,
         mountpoints: mounts
             .of_device(devno)
@@ -461,6 +469,21 @@ fn vpd_serial(device: &Path) -> Option<String> {
         .trim()
         .to_string();
     (!serial.is_empty()).then_some(serial)
+}
+
+/// The filesystem on a disk without a partition table: its superblock on a
+/// live system, udev's record otherwise.
+fn whole_disk_filesystem(host: &Host, path: &Path, udev: &UdevProperties) -> Option<FsInfo> {
+    if host.is_live() {
+        if let Ok(file) = std::fs::File::open(path) {
+            return probe::probe_filesystem(&file, 0).ok().flatten();
+        }
+    }
+    Some(FsInfo {
+        fstype: udev.get("ID_FS_TYPE")?,
+        uuid: udev.get("ID_FS_UUID"),
+        label: udev.get("ID_FS_LABEL"),
+    })
 }
 
 /// The partition table, read from the disk itself on a live system.

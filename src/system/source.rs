@@ -114,7 +114,9 @@ impl Source {
             root_fstype: root_mount.map(|m| m.fstype.clone()),
             running_root_devno: mounts.at(Path::new("/")).map(|m| m.devno),
             root_dir,
-            boot_devno: boot_mount.map(|m| m.devno),
+            // Boot files in a plain directory of the root filesystem have no
+            // boot partition of their own.
+            boot_devno: boot_mount.filter(|_| boot_is_mounted).map(|m| m.devno),
             boot_is_mounted,
             boot_dir,
             fstab,
@@ -207,6 +209,17 @@ pub fn resolve(spec: &DeviceSpec, disks: &[Disk]) -> Vec<String> {
     let eq = |a: &Option<String>, b: &str| a.as_deref().is_some_and(|a| a.eq_ignore_ascii_case(b));
     let mut out = Vec::new();
     for disk in disks {
+        if let Some(fs) = &disk.filesystem {
+            let hit = match spec {
+                DeviceSpec::Uuid(v) => eq(&fs.uuid, v),
+                DeviceSpec::Label(v) => fs.label.as_deref() == Some(v.as_str()),
+                DeviceSpec::Path(v) => disk.path == Path::new(v),
+                DeviceSpec::PartUuid(_) | DeviceSpec::PartLabel(_) => false,
+            };
+            if hit {
+                out.push(disk.path.display().to_string());
+            }
+        }
         for part in &disk.partitions {
             let hit = match spec {
                 DeviceSpec::PartUuid(v) => eq(&part.partuuid, v),
