@@ -634,9 +634,17 @@ fn full_move_reads_boot_order_and_says_what_it_needs() {
     use std::os::unix::fs::PermissionsExt;
     let bin = tempfile::tempdir().unwrap();
     let tool = bin.path().join("rpi-eeprom-config");
-    std::fs::write(&tool, "#!/bin/sh\nprintf '[all]\\nBOOT_UART=0\\nBOOT_ORDER=0xf41\\n'\n").unwrap();
+    std::fs::write(
+        &tool,
+        "#!/bin/sh\nprintf '[all]\\nBOOT_UART=0\\nBOOT_ORDER=0xf41\\n'\n",
+    )
+    .unwrap();
     std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let path = format!("{}:{}", bin.path().display(), std::env::var("PATH").unwrap_or_default());
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let output = pimigrate()
         .arg("--sysroot")
         .arg(fixture("pi4"))
@@ -648,5 +656,8 @@ fn full_move_reads_boot_order_and_says_what_it_needs() {
     let advice = &json(&output)["boot_order"];
     assert_eq!(advice["current"], "0xf41");
     assert_eq!(advice["needed"], "0xf14");
-    assert!(advice["message"].as_str().unwrap().contains("tries the SD card first"));
+    assert!(advice["message"]
+        .as_str()
+        .unwrap()
+        .contains("tries the SD card first"));
 }
