@@ -35,6 +35,12 @@ fn scaled(bytes: u64, step: f64, units: &[&str]) -> String {
     }
 }
 
+/// The words that are there, joined by spaces: `vendor model` when either
+/// may be missing.
+pub fn join_present<'a>(words: impl IntoIterator<Item = Option<&'a str>>) -> String {
+    words.into_iter().flatten().collect::<Vec<_>>().join(" ")
+}
+
 /// Parses "512M", "512MiB", "8G", "1T", "4096" (bytes). Suffixes are
 /// binary, as in sfdisk and parted: users type "512M" for a boot partition.
 pub fn parse_size(text: &str) -> Result<u64> {

@@ -174,11 +174,7 @@ fn text(
         let _ = writeln!(out, "No disks found.");
     }
     for disk in disks {
-        let name = [disk.vendor.as_deref(), disk.model.as_deref()]
-            .into_iter()
-            .flatten()
-            .collect::<Vec<_>>()
-            .join(" ");
+        let name = crate::units::join_present([disk.vendor.as_deref(), disk.model.as_deref()]);
         let _ = writeln!(
             out,
             "{:<14} {:<20} {:<7} {:<28} {}",
@@ -233,11 +229,8 @@ fn text(
                 Some(s) => format!("{s} Mbit/s (USB 2: slow)"),
                 None => "unknown speed".into(),
             };
-            let product = [usb.manufacturer.as_deref(), usb.product.as_deref()]
-                .into_iter()
-                .flatten()
-                .collect::<Vec<_>>()
-                .join(" ");
+            let product =
+                crate::units::join_present([usb.manufacturer.as_deref(), usb.product.as_deref()]);
             let _ = writeln!(
                 out,
                 "    USB bridge {} {product}, driver {}, {speed}",

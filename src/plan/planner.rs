@@ -856,11 +856,7 @@ fn warnings(system: &System, target: &Disk, geometry: &Geometry, layout: Layout)
                 .as_ref()
                 .map(|p| p.display().to_string())
                 .unwrap_or(format!("partition {}", p.number));
-            let what = [p.fstype.as_deref(), p.label.as_deref()]
-                .into_iter()
-                .flatten()
-                .collect::<Vec<_>>()
-                .join(" ");
+            let what = crate::units::join_present([p.fstype.as_deref(), p.label.as_deref()]);
             format!(
                 "{name} ({}{}{})",
                 binary(p.size_bytes),

@@ -15,11 +15,7 @@ pub enum Detail {
 pub fn plan_text(plan: &Plan, detail: Detail) -> String {
     let mut out = String::new();
     let target = &plan.target;
-    let name = [target.vendor.as_deref(), target.model.as_deref()]
-        .into_iter()
-        .flatten()
-        .collect::<Vec<_>>()
-        .join(" ");
+    let name = crate::units::join_present([target.vendor.as_deref(), target.model.as_deref()]);
     let layout = match plan.layout {
         Layout::RootOnly => "root-only move (boot stays on the SD card)",
         Layout::Full => "full move (boot and root)",

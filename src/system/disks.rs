@@ -141,11 +141,7 @@ impl Disk {
     }
 
     pub fn describe(&self) -> String {
-        let name = [self.vendor.as_deref(), self.model.as_deref()]
-            .into_iter()
-            .flatten()
-            .collect::<Vec<_>>()
-            .join(" ");
+        let name = crate::units::join_present([self.vendor.as_deref(), self.model.as_deref()]);
         if name.is_empty() {
             format!("{} ({})", self.path.display(), self.transport)
         } else {
