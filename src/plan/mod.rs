@@ -3,6 +3,7 @@
 //! hands it to the executor.
 
 pub mod edits;
+mod firmware;
 pub mod geometry;
 pub mod ids;
 pub mod mkfs;
@@ -10,7 +11,9 @@ pub mod options;
 pub mod planner;
 pub mod refusal;
 pub mod render;
+mod source_check;
 pub mod space;
+mod target;
 
 pub use options::{Layout, Options, TableChoice};
 pub use planner::plan;

@@ -3,13 +3,15 @@
 //! the target (is it busy?) and a metadata scan of the source.
 
 use super::edits::{backup_name, file_edit, new_spec};
-use super::geometry::{self, Geometry, MBR_MAX_SECTORS};
+use super::firmware::{boot_order_advice, check_full_move_bootable, choose_table, family_name};
+use super::geometry::{self, Geometry};
 use super::ids::{fresh_label, vfat_uuid_text, IdGenerator, KnownIds};
+use super::source_check::{check_source, CheckedSource};
 use super::space::SpaceCheck;
+use super::target::{check_target_is_free, identity, resolve_target};
 use super::*;
-use crate::bootcfg::{Cmdline, Fstab};
-use crate::system::disks::{Disk, Role};
-use crate::system::pi::{self, BootSupport, PiFamily};
+use crate::system::disks::Disk;
+use crate::system::pi::{BootSupport, PiFamily};
 use crate::system::usage::{self, Exclusion};
 use crate::system::System;
 use crate::units::binary;
@@ -169,239 +171,6 @@ pub fn plan(system: &System, options: &Options) -> Result<Plan, Refusal> {
     })
 }
 
-/// The source's boot files, understood.
-struct CheckedSource<'a> {
-    fstab: &'a Fstab,
-    fstab_bytes: &'a [u8],
-    cmdline: &'a Cmdline,
-    cmdline_bytes: &'a [u8],
-    cmdline_path: &'a Path,
-    boot_dir: &'a Path,
-    summary: SourceSummary,
-}
-
-fn check_source<'a>(system: &'a System, reasons: &mut Vec<Reason>) -> Option<CheckedSource<'a>> {
-    let source = &system.source;
-    let fstab = match &source.fstab {
-        Ok(file) => match &file.parsed {
-            Ok(fstab) => Some((fstab, file)),
-            Err(err) => {
-                reasons.push(Reason::new("source-fstab", err.clone()).hint(
-                    "fix /etc/fstab on the source first; pimigrate edits it and will not guess",
-                ));
-                None
-            }
-        },
-        Err(err) => {
-            reasons.push(Reason::new("source-fstab", err.clone()));
-            None
-        }
-    };
-    let cmdline = match &source.cmdline {
-        Ok(file) => match &file.parsed {
-            Ok(cmdline) => Some((cmdline, file)),
-            Err(err) => {
-                reasons.push(
-                    Reason::new("source-cmdline", err.clone())
-                        .hint("the firmware reads this file to boot; fix it (one line with root=...) before migrating"),
-                );
-                None
-            }
-        },
-        Err(err) => {
-            reasons.push(Reason::new("source-cmdline", err.clone()));
-            None
-        }
-    };
-    let ((fstab, fstab_file), (cmdline, cmdline_file)) = (fstab?, cmdline?);
-    let root_entry = fstab.root().ok()?;
-    let root_spec = match root_entry.device_spec() {
-        Ok(spec) => spec,
-        Err(err) => {
-            reasons.push(Reason::new(
-                "source-fstab",
-                format!(
-                    "the / entry of /etc/fstab names '{}', which is not a device: {err}",
-                    root_entry.spec
-                ),
-            ));
-            return None;
-        }
-    };
-    let boot_dir = source.boot_dir.as_deref()?;
-    let device_name = |devno| {
-        system
-            .disks
-            .iter()
-            .flat_map(|d| &d.partitions)
-            .find(|p| p.devno == Some(devno))
-            .and_then(|p| p.path.as_ref())
-            .map(|p| p.display().to_string())
-            .or_else(|| {
-                system
-                    .disk_holding(devno)
-                    .map(|d| d.path.display().to_string())
-            })
-    };
-    Some(CheckedSource {
-        fstab,
-        fstab_bytes: &fstab_file.bytes,
-        cmdline,
-        cmdline_bytes: &cmdline_file.bytes,
-        cmdline_path: &cmdline_file.path,
-        boot_dir,
-        summary: SourceSummary {
-            root_dir: source.root_dir.clone(),
-            root_device: source.root_devno.and_then(device_name),
-            boot_dir: boot_dir.to_path_buf(),
-            boot_device: source.boot_devno.and_then(device_name),
-            root_spec,
-            boot_spec: fstab.boot().and_then(|e| e.device_spec().ok()),
-        },
-    })
-}
-
-/// Finds the whole disk the user named, or says exactly what it is instead.
-fn resolve_target<'a>(system: &'a System, target: &Path) -> Result<&'a Disk, Reason> {
-    use std::os::unix::fs::FileTypeExt;
-    let host = &system.host;
-    let shown = target.display();
-    let not_found = || {
-        Reason::new("target-not-found", format!("{shown} does not exist"))
-            .hint("`pimigrate devices` lists the disks attached to this machine")
-    };
-    let devno = if host.is_live() {
-        let meta = std::fs::metadata(target).map_err(|err| match err.kind() {
-            std::io::ErrorKind::NotFound => not_found(),
-            _ => Reason::new("target-not-found", format!("cannot look at {shown}: {err}")),
-        })?;
-        if !meta.file_type().is_block_device() {
-            let what = if meta.is_dir() {
-                "a directory"
-            } else {
-                "a file"
-            };
-            return Err(Reason::new(
-                "target-not-block-device",
-                format!("{shown} is {what}, not a disk"),
-            )
-            .hint("give the disk's device, such as /dev/sda or /dev/nvme0n1 (`pimigrate devices` lists them)"));
-        }
-        crate::system::disks::devno_of_node(host, target).ok_or_else(not_found)?
-    } else {
-        match crate::system::disks::devno_of_node(host, target) {
-            Some(devno) => devno,
-            None if host.path(target).exists() => {
-                return Err(Reason::new(
-                    "target-not-block-device",
-                    format!("{shown} is not a block device"),
-                ))
-            }
-            None => return Err(not_found()),
-        }
-    };
-    if let Some(disk) = system.disks.iter().find(|d| d.devno == devno) {
-        return Ok(disk);
-    }
-    if let Some((disk, part)) = system.disks.iter().find_map(|d| {
-        d.partitions
-            .iter()
-            .find(|p| p.devno == Some(devno))
-            .map(|p| (d, p))
-    }) {
-        return Err(Reason::new(
-            "target-is-partition",
-            format!(
-                "{shown} is partition {} of {}, not a whole disk",
-                part.number,
-                disk.path.display()
-            ),
-        )
-        .hint(format!(
-            "pimigrate partitions the whole disk: give {} (everything on it will be replaced)",
-            disk.path.display()
-        )));
-    }
-    Err(Reason::new(
-        "target-not-found",
-        format!("{shown} ({devno}) is not a disk this machine lists"),
-    ))
-}
-
-fn check_target_is_free(system: &System, target: &Disk, reasons: &mut Vec<Reason>) {
-    let source = &system.source;
-    let holds =
-        |devno: Option<crate::system::mounts::DevNo>| devno.is_some_and(|d| target.contains(d));
-    let what = if holds(source.running_root_devno) {
-        Some("the root filesystem this system runs from")
-    } else if holds(source.root_devno) {
-        Some("the root filesystem being moved")
-    } else {
-        None
-    };
-    if let Some(what) = what {
-        reasons.push(
-            Reason::new(
-                "target-holds-root",
-                format!("{} holds {what}", target.path.display()),
-            )
-            .hint("the target must be another disk; `pimigrate devices` marks candidates"),
-        );
-    } else if holds(source.boot_devno) {
-        reasons.push(Reason::new(
-            "target-holds-boot",
-            format!(
-                "{} holds the boot partition the Pi starts from",
-                target.path.display()
-            ),
-        ));
-    }
-    if target.read_only {
-        reasons.push(
-            Reason::new(
-                "target-read-only",
-                format!("{} is read-only", target.path.display()),
-            )
-            .hint("check the write-protect switch of an SD adapter or USB stick"),
-        );
-    }
-    if matches!(target.role, Role::SourceRoot | Role::SourceBoot) {
-        return;
-    }
-    let uses = target.uses();
-    if !uses.is_empty() {
-        reasons.push(
-            Reason::new(
-                "target-in-use",
-                format!("{} is in use: {}", target.path.display(), uses.join(", ")),
-            )
-            .hint("unmount it (and `swapoff` it) first; pimigrate never writes to a disk in use"),
-        );
-    } else if system.host.is_live() && kernel_says_busy(&target.path) {
-        reasons.push(
-            Reason::new(
-                "target-in-use",
-                format!(
-                    "the kernel reports {} busy (held by device-mapper, md, LVM or a mount)",
-                    target.path.display()
-                ),
-            )
-            .hint("`lsblk` and `dmsetup ls` show what holds it"),
-        );
-    }
-}
-
-/// An exclusive open fails with EBUSY while anything in the kernel holds
-/// the disk or one of its partitions. Opening read-only changes nothing.
-fn kernel_says_busy(path: &Path) -> bool {
-    use std::os::unix::fs::OpenOptionsExt;
-    let result = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_EXCL)
-        .open(path);
-    matches!(result, Err(err) if err.raw_os_error() == Some(nix::libc::EBUSY))
-}
-
 fn check_tools(layout: Layout, reasons: &mut Vec<Reason>) {
     let mut needed = vec!["mkfs.ext4"];
     if layout == Layout::Full {
@@ -416,71 +185,6 @@ fn check_tools(layout: Layout, reasons: &mut Vec<Reason>) {
             );
         }
     }
-}
-
-fn choose_table(
-    system: &System,
-    target: &Disk,
-    options: &Options,
-) -> Result<(TableKind, String), Reason> {
-    let over_limit = target.size_bytes / u64::from(target.logical_sector_size) > MBR_MAX_SECTORS;
-    let full = options.layout == Layout::Full;
-    let firmware_reads_gpt = system.pi.can_boot.gpt != BootSupport::No;
-    match options.table {
-        TableChoice::Mbr => Ok((TableKind::Mbr, "asked for with --table mbr".into())),
-        TableChoice::Gpt if full && !firmware_reads_gpt => Err(Reason::new(
-            "table-not-bootable",
-            format!("the firmware of a {} cannot boot from a GPT disk", family_name(system)),
-        )
-        .hint("use --table mbr, or --layout root-only (the kernel, not the firmware, reads the target then)")),
-        TableChoice::Gpt => Ok((TableKind::Gpt, "asked for with --table gpt".into())),
-        TableChoice::Auto if over_limit && full && !firmware_reads_gpt => Ok((
-            TableKind::Mbr,
-            "MBR, since this Pi's firmware cannot read GPT; MBR covers only the first 2 TiB".into(),
-        )),
-        TableChoice::Auto if over_limit => Ok((
-            TableKind::Gpt,
-            "GPT, since MBR cannot describe more than 2 TiB".into(),
-        )),
-        TableChoice::Auto => Ok((
-            TableKind::Mbr,
-            "MBR, as Raspberry Pi OS uses: every Pi firmware reads it, and the disk is under 2 TiB".into(),
-        )),
-    }
-}
-
-fn family_name(system: &System) -> String {
-    system
-        .pi
-        .model
-        .clone()
-        .unwrap_or_else(|| "this machine".into())
-}
-
-/// A full move needs the firmware to boot from the target's transport.
-fn check_full_move_bootable(system: &System, target: &Disk) -> Result<(), Reason> {
-    use crate::system::disks::Transport;
-    let caps = &system.pi.can_boot;
-    let support = match target.transport {
-        Transport::Usb => caps.usb,
-        Transport::Nvme => caps.nvme,
-        Transport::Mmc => caps.sd,
-        _ if system.pi.family == PiFamily::NotAPi => BootSupport::Unknown,
-        _ => BootSupport::No,
-    };
-    if support.possible() {
-        return Ok(());
-    }
-    Err(Reason::new(
-        "transport-not-bootable",
-        format!(
-            "a {} cannot boot from a {} disk, so a full move onto {} would not start",
-            family_name(system),
-            target.transport,
-            target.path.display()
-        ),
-    )
-    .hint("use --layout root-only: the boot partition stays on the SD card and only / moves, which works on every Pi"))
 }
 
 fn exclusions(system: &System, options: &Options) -> Vec<Exclusion> {
@@ -631,6 +335,7 @@ fn new_ids(
 }
 
 const GPT_BASIC_DATA: &str = "ebd0a0a2-b9e5-4433-87c0-68b6b72699c7";
+
 const GPT_LINUX_FS: &str = "0fc63daf-8483-4772-8e79-3d69d8477de4";
 
 fn table_plan(
@@ -831,20 +536,6 @@ fn edits(
     Ok(vec![fstab_edit, cmdline_edit])
 }
 
-fn identity(disk: &Disk) -> TargetIdentity {
-    TargetIdentity {
-        path: disk.path.clone(),
-        name: disk.name.clone(),
-        devno: disk.devno,
-        vendor: disk.vendor.clone(),
-        model: disk.model.clone(),
-        serial: disk.serial.clone(),
-        size_bytes: disk.size_bytes,
-        logical_sector_size: disk.logical_sector_size,
-        transport: disk.transport,
-    }
-}
-
 fn warnings(system: &System, target: &Disk, geometry: &Geometry, layout: Layout) -> Vec<String> {
     let mut warnings = Vec::new();
     let existing: Vec<String> = target
@@ -932,67 +623,4 @@ fn warnings(system: &System, target: &Disk, geometry: &Geometry, layout: Layout)
         warnings.push("the boot partition is not mounted; the boot files were read from a directory of the root filesystem".into());
     }
     warnings
-}
-
-fn boot_order_advice(
-    system: &System,
-    target: &Disk,
-    warnings: &mut Vec<String>,
-) -> Option<BootOrderAdvice> {
-    use crate::system::disks::Transport;
-    let (mode, name) = match target.transport {
-        Transport::Usb => (pi::BOOT_MODE_USB, "USB"),
-        Transport::Nvme => (pi::BOOT_MODE_NVME, "NVMe"),
-        _ => return None,
-    };
-    if !system.pi.eeprom_bootloader {
-        if system.pi.family != PiFamily::NotAPi {
-            warnings.push(format!(
-                "this Pi tries the SD card before {name}: take the SD card out after the move"
-            ));
-        }
-        return None;
-    }
-    let Some(order) = &system.pi.boot_order else {
-        return Some(BootOrderAdvice {
-            current: None,
-            needed: None,
-            message: format!(
-                "could not read BOOT_ORDER (rpi-eeprom-config is not installed or did not answer): it must try {name} \
-                 ({mode:x}) before the SD card (1), or the SD card must come out after the move"
-            ),
-        });
-    };
-    let first = order.first_of(&[mode, pi::BOOT_MODE_SD]);
-    let (needed, message) = if first == Some(mode) {
-        (
-            None,
-            format!(
-                "BOOT_ORDER {} already tries {name} before the SD card",
-                order.describe()
-            ),
-        )
-    } else {
-        let wanted = order.with_first(mode);
-        let message = if order.modes().contains(&mode) {
-            format!(
-                "BOOT_ORDER {} tries the SD card first: take the SD card out after the move, or set BOOT_ORDER={} \
-                 with `sudo rpi-eeprom-config --edit`",
-                order.describe(),
-                wanted
-            )
-        } else {
-            format!(
-                "BOOT_ORDER {} never tries {name}: set BOOT_ORDER={} with `sudo rpi-eeprom-config --edit` before rebooting",
-                order.describe(),
-                wanted
-            )
-        };
-        (Some(wanted.to_string()), message)
-    };
-    Some(BootOrderAdvice {
-        current: Some(order.to_string()),
-        needed,
-        message,
-    })
 }
