@@ -34,7 +34,20 @@ pub fn options_from(args: &PlanArgs) -> Options {
 
 pub fn run(cli: &Cli, args: &PlanArgs, host: &Host) -> Result<u8> {
     let system = System::inspect(host)?;
-    match plan::plan(&system, &options_from(args)) {
+    let spinner = scan_spinner(cli);
+    let result = plan::plan_with_progress(&system, &options_from(args), &mut |usage| {
+        if let Some(spinner) = &spinner {
+            spinner.set_message(format!(
+                "scanning the source: {} files, {}",
+                usage.files,
+                crate::units::binary(usage.bytes)
+            ));
+        }
+    });
+    if let Some(spinner) = spinner {
+        spinner.finish_and_clear();
+    }
+    match result {
         Ok(plan) => {
             if cli.json {
                 print_json(&plan)?;
@@ -61,4 +74,17 @@ pub fn run(cli: &Cli, args: &PlanArgs, host: &Host) -> Result<u8> {
             Ok(EXIT_REFUSED)
         }
     }
+}
+
+/// A spinner on stderr while the source is scanned; none for scripts
+/// (`--json`, `-q`, or stderr not a terminal).
+fn scan_spinner(cli: &Cli) -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    if cli.json || cli.quiet || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let spinner = indicatif::ProgressBar::new_spinner();
+    spinner.enable_steady_tick(std::time::Duration::from_millis(120));
+    spinner.set_message("scanning the source");
+    Some(spinner)
 }

@@ -16,7 +16,7 @@ pub mod space;
 mod target;
 
 pub use options::{Layout, Options, TableChoice};
-pub use planner::plan;
+pub use planner::{plan, plan_with_progress};
 pub use refusal::{Reason, Refusal};
 
 use crate::bootcfg::DeviceSpec;

@@ -19,6 +19,16 @@ use std::path::Path;
 
 /// A plan, or a refusal listing every reason found.
 pub fn plan(system: &System, options: &Options) -> Result<Plan, Refusal> {
+    plan_with_progress(system, options, &mut |_| {})
+}
+
+/// [`plan`], reporting the progress of the source scan (the one step that
+/// can take more than a moment).
+pub fn plan_with_progress(
+    system: &System,
+    options: &Options,
+    scan_progress: &mut dyn FnMut(&usage::Usage),
+) -> Result<Plan, Refusal> {
     let mut reasons = Vec::new();
     let source = check_source(system, &mut reasons);
     let target = match resolve_target(system, &options.target) {
@@ -61,7 +71,7 @@ pub fn plan(system: &System, options: &Options) -> Result<Plan, Refusal> {
     // A refused plan still reports whether the source would fit, but from
     // the filesystem's own count: walking a whole root takes a while.
     let scan = if reasons.is_empty() {
-        usage::scan(&system.host, &system.mounts, &exclusions)
+        usage::scan_with_progress(&system.host, &system.mounts, &exclusions, scan_progress)
     } else {
         Ok(usage::Usage {
             bytes: system.source_used_bytes.unwrap_or(0),

@@ -66,6 +66,20 @@ pub struct Usage {
 /// other filesystems (from the mount table, so fixture trees behave like a
 /// live system) and the exclusions are skipped.
 pub fn scan(host: &Host, mounts: &MountTable, exclusions: &[Exclusion]) -> std::io::Result<Usage> {
+    scan_with_progress(host, mounts, exclusions, &mut |_| {})
+}
+
+/// How often a scan reports how far it got, in entries.
+const PROGRESS_EVERY: u64 = 2048;
+
+/// [`scan`], calling `progress` with the running totals now and then: a
+/// root filesystem on an SD card takes a while to walk.
+pub fn scan_with_progress(
+    host: &Host,
+    mounts: &MountTable,
+    exclusions: &[Exclusion],
+    progress: &mut dyn FnMut(&Usage),
+) -> std::io::Result<Usage> {
     let root_view = host.source_root.clone();
     let other_filesystems = mounts.other_filesystems_below(&root_view);
     let root_real = host.path(&root_view);
@@ -87,6 +101,7 @@ pub fn scan(host: &Host, mounts: &MountTable, exclusions: &[Exclusion]) -> std::
             let view = root_view.join(relative);
             !other_filesystems.contains(&view) && !exclusions.iter().any(|e| e.excludes(relative))
         });
+    let mut seen_links = std::collections::HashSet::new();
     for entry in walker {
         let entry = entry.map_err(|err| {
             let path = err
@@ -101,7 +116,15 @@ pub fn scan(host: &Host, mounts: &MountTable, exclusions: &[Exclusion]) -> std::
         } else {
             usage.files += 1;
         }
-        usage.bytes += meta.blocks() * 512;
+        // A hard-linked file takes its space once, and is copied once.
+        let first_link =
+            meta.is_dir() || meta.nlink() < 2 || seen_links.insert((meta.dev(), meta.ino()));
+        if first_link {
+            usage.bytes += meta.blocks() * 512;
+        }
+        if (usage.files + usage.directories) % PROGRESS_EVERY == 0 {
+            progress(&usage);
+        }
     }
     Ok(usage)
 }
@@ -156,5 +179,17 @@ mod tests {
         );
         assert_eq!(usage.directories, 3, "/, /etc, /tmp");
         assert_eq!(usage.other_filesystems, vec![PathBuf::from("/proc")]);
+    }
+
+    #[test]
+    fn hard_links_count_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("a"), vec![7u8; 64 * 1024]).unwrap();
+        let single = scan(&Host::with_root(root), &MountTable::default(), &[]).unwrap();
+        std::fs::hard_link(root.join("a"), root.join("b")).unwrap();
+        let linked = scan(&Host::with_root(root), &MountTable::default(), &[]).unwrap();
+        assert_eq!(linked.files, 2);
+        assert_eq!(linked.bytes, single.bytes);
     }
 }
