@@ -661,3 +661,18 @@ fn full_move_reads_boot_order_and_says_what_it_needs() {
         .unwrap()
         .contains("tries the SD card first"));
 }
+
+#[test]
+fn refuses_a_disk_that_holds_active_swap() {
+    let d = devices("pi5", &[]);
+    let stick = disk(&d, "sda");
+    assert_eq!(stick["partitions"][0]["swap"], true);
+    assert_eq!(stick["role"], "unsuitable");
+    let output = on_fixture("pi5", &["plan", "--target", "/dev/sda"]);
+    assert_eq!(exit_code(&output), 3);
+    assert!(
+        stderr(&output).contains("sda1 is active swap"),
+        "{}",
+        stderr(&output)
+    );
+}

@@ -129,11 +129,12 @@ pub fn scan_with_progress(
     Ok(usage)
 }
 
-/// Used bytes of the filesystem holding `dir`, from statfs: instant, for
-/// listing devices. Fixture trees are scanned instead, since statfs would
-/// describe the machine the tests run on.
+/// Used bytes of the source root: statfs when it is a whole mounted
+/// filesystem (instant, for listing devices), a scan otherwise (a plain
+/// directory holds only part of its filesystem, and a fixture tree's statfs
+/// would describe the machine the tests run on).
 pub fn used_bytes(host: &Host, mounts: &MountTable) -> Option<u64> {
-    if host.is_live() {
+    if host.is_live() && mounts.at(&host.source_root).is_some() {
         let stat = nix::sys::statvfs::statvfs(&host.source_root).ok()?;
         let used_blocks = (stat.blocks() as u64).saturating_sub(stat.blocks_free() as u64);
         Some(used_blocks * stat.fragment_size() as u64)
