@@ -3,6 +3,7 @@
 //! Reading (`system`, `bootcfg`) and deciding (`plan`) are separate from
 //! acting: `plan::plan` turns what is true about the machine and what the
 //! user asked into a [`plan::Plan`], or a [`plan::Refusal`] with every reason.
+pub mod apply;
 pub mod bootcfg;
 pub mod cli;
 pub mod commands;

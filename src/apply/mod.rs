@@ -1,0 +1,5 @@
+//! The only code that writes: applies a [`crate::plan::Plan`] step by step.
+
+pub mod atomic;
+pub mod table;
+pub mod wipe;
