@@ -1,0 +1,134 @@
+//! Mounts that undo themselves. A mount point directory is removed only
+//! after its unmount succeeded: removing files through a mount that is
+//! still there would delete the target's (or worse, the source's) data.
+
+use anyhow::{Context, Result};
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+use std::path::{Path, PathBuf};
+
+/// Private directory for the tool's mount points (0700, root only).
+pub const RUN_DIR: &str = "/run/pimigrate";
+
+pub struct Mounted {
+    point: PathBuf,
+    active: bool,
+}
+
+impl Mounted {
+    pub fn path(&self) -> &Path {
+        &self.point
+    }
+
+    /// Unmounts now, reporting failure (Drop can only log it).
+    pub fn unmount(mut self) -> Result<()> {
+        self.release()
+    }
+
+    fn release(&mut self) -> Result<()> {
+        if !self.active {
+            return Ok(());
+        }
+        umount2(&self.point, MntFlags::empty())
+            .with_context(|| format!("unmounting {}", self.point.display()))?;
+        self.active = false;
+        std::fs::remove_dir(&self.point)
+            .with_context(|| format!("removing the mount point {}", self.point.display()))
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        if let Err(err) = self.release() {
+            eprintln!("pimigrate: {err:#}; left in place, unmount it by hand");
+        }
+    }
+}
+
+/// A fresh private mount point under [`RUN_DIR`].
+fn mount_point(name: &str) -> Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(RUN_DIR)
+        .with_context(|| format!("creating {RUN_DIR}"))?;
+    let point = Path::new(RUN_DIR).join(format!("{name}-{}", std::process::id()));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&point)
+        .with_context(|| format!("creating the mount point {}", point.display()))?;
+    Ok(point)
+}
+
+/// Mounts a filesystem (`fstype` such as "ext4" or "vfat").
+pub fn mount_device(device: &Path, fstype: &str, name: &str) -> Result<Mounted> {
+    let point = mount_point(name)?;
+    if let Err(err) = mount(
+        Some(device),
+        &point,
+        Some(fstype),
+        MsFlags::MS_NOATIME,
+        None::<&str>,
+    ) {
+        let _ = std::fs::remove_dir(&point);
+        return Err(err).with_context(|| {
+            format!(
+                "mounting {} ({fstype}) on {}",
+                device.display(),
+                point.display()
+            )
+        });
+    }
+    Ok(Mounted {
+        point,
+        active: true,
+    })
+}
+
+/// A read-only bind mount of `dir`'s filesystem alone: files hidden under
+/// other mount points (a /dev, /boot/firmware or /tmp mounted over a
+/// directory that still has files in it) show through, and nothing below
+/// is a different filesystem.
+pub fn bind_read_only(dir: &Path, name: &str) -> Result<Mounted> {
+    let point = mount_point(name)?;
+    let bind = mount(
+        Some(dir),
+        &point,
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    );
+    if let Err(err) = bind {
+        let _ = std::fs::remove_dir(&point);
+        return Err(err)
+            .with_context(|| format!("bind-mounting {} on {}", dir.display(), point.display()));
+    }
+    let mounted = Mounted {
+        point,
+        active: true,
+    };
+    // Private, so the bind does not propagate to other namespaces; read-only,
+    // so the copy can never write to the source.
+    mount(
+        None::<&str>,
+        mounted.path(),
+        None::<&str>,
+        MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .with_context(|| format!("making {} private", mounted.path().display()))?;
+    mount(
+        None::<&str>,
+        mounted.path(),
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY,
+        None::<&str>,
+    )
+    .with_context(|| {
+        format!(
+            "making the bind mount {} read-only",
+            mounted.path().display()
+        )
+    })?;
+    Ok(mounted)
+}

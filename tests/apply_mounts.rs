@@ -1,0 +1,72 @@
+//! Mount guards on real mounts (root).
+
+mod common;
+
+use pimigrate::apply::mount::{bind_read_only, mount_device};
+use std::process::Command;
+
+#[test]
+fn a_read_only_bind_shows_files_hidden_under_mount_points() {
+    if !common::require_root("bind mounts") {
+        return;
+    }
+    let source = tempfile::tempdir_in("/var/tmp").unwrap();
+    std::fs::create_dir(source.path().join("dev")).unwrap();
+    std::fs::write(source.path().join("dev/console"), "hidden under a mount").unwrap();
+    let status = Command::new("mount")
+        .args(["-t", "tmpfs", "tmpfs"])
+        .arg(source.path().join("dev"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let bind = bind_read_only(source.path(), "test-bind").unwrap();
+    let seen = std::fs::read_to_string(bind.path().join("dev/console"));
+    let write = std::fs::write(bind.path().join("new"), "x");
+    let point = bind.path().to_path_buf();
+    bind.unmount().unwrap();
+    let _ = Command::new("umount")
+        .arg(source.path().join("dev"))
+        .status();
+    assert_eq!(seen.unwrap(), "hidden under a mount");
+    assert_eq!(write.unwrap_err().raw_os_error(), Some(nix::libc::EROFS));
+    assert!(
+        !point.exists(),
+        "the mount point is removed after unmounting"
+    );
+}
+
+#[test]
+fn a_dropped_mount_is_unmounted_and_its_directory_removed() {
+    if !common::require_root("mounting ext4") {
+        return;
+    }
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let image = dir.path().join("fs.img");
+    std::fs::File::create(&image)
+        .unwrap()
+        .set_len(64 << 20)
+        .unwrap();
+    assert!(Command::new("mkfs.ext4")
+        .args(["-q", "-F"])
+        .arg(&image)
+        .status()
+        .unwrap()
+        .success());
+    let output = Command::new("losetup")
+        .args(["-f", "--show"])
+        .arg(&image)
+        .output()
+        .unwrap();
+    let device = String::from_utf8(output.stdout).unwrap().trim().to_string();
+    let point = {
+        let mounted = mount_device(device.as_ref(), "ext4", "test-ext4").unwrap();
+        std::fs::write(mounted.path().join("hello"), "world").unwrap();
+        mounted.path().to_path_buf()
+    };
+    let still_mounted = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .contains(point.to_str().unwrap());
+    let _ = Command::new("losetup").args(["-d", &device]).status();
+    assert!(!still_mounted);
+    assert!(!point.exists());
+}
