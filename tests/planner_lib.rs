@@ -29,3 +29,15 @@ fn refuses_a_target_that_holds_the_boot_partition() {
     assert_eq!(codes, ["target-holds-boot"]);
     assert!(refusal.to_string().contains("boot partition"));
 }
+
+#[test]
+fn a_plan_survives_the_journal_round_trip() {
+    let system = System::inspect(&Host::with_root(common::fixture("pi4"))).unwrap();
+    let mut options = Options::new("/dev/sda");
+    options.layout = pimigrate::plan::Layout::Full;
+    options.seed = Some(5);
+    let plan = plan(&system, &options).unwrap();
+    let text = serde_json::to_string(&plan).unwrap();
+    let back: pimigrate::plan::Plan = serde_json::from_str(&text).unwrap();
+    assert_eq!(serde_json::to_string(&back).unwrap(), text);
+}

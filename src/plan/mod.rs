@@ -24,16 +24,16 @@ use crate::system::disks::Transport;
 use crate::system::mounts::DevNo;
 use crate::system::probe::TableKind;
 use crate::system::usage::Exclusion;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use space::SpaceCheck;
 use std::path::PathBuf;
 
 /// Bumped whenever a field changes meaning or disappears (adding is fine).
 pub const PLAN_SCHEMA: &str = "pimigrate.plan/1";
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Plan {
-    pub schema: &'static str,
+    pub schema: String,
     pub layout: Layout,
     pub pi: PiSummary,
     pub source: SourceSummary,
@@ -49,7 +49,7 @@ pub struct Plan {
     pub warnings: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PiSummary {
     pub model: Option<String>,
     pub family: crate::system::pi::PiFamily,
@@ -57,7 +57,7 @@ pub struct PiSummary {
     pub tryboot_available: bool,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SourceSummary {
     pub root_dir: PathBuf,
     pub root_device: Option<String>,
@@ -69,7 +69,7 @@ pub struct SourceSummary {
 
 /// Who the target is, so the executor can check, right before the first
 /// write, that the disk is still the one the user confirmed.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TargetIdentity {
     pub path: PathBuf,
     pub name: String,
@@ -82,14 +82,14 @@ pub struct TargetIdentity {
     pub transport: Transport,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PartitionRole {
     Boot,
     Root,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TablePlan {
     pub kind: TableKind,
     /// Why this kind (`auto` explains its choice).
@@ -101,7 +101,7 @@ pub struct TablePlan {
     pub partitions: Vec<PlannedPartition>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PlannedPartition {
     pub number: u32,
     pub role: PartitionRole,
@@ -117,7 +117,7 @@ pub struct PlannedPartition {
     pub name: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MkfsStep {
     pub partition: u32,
     pub fstype: String,
@@ -128,7 +128,7 @@ pub struct MkfsStep {
     pub command: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CopyPlan {
     pub from: PathBuf,
     pub exclusions: Vec<Exclusion>,
@@ -140,7 +140,7 @@ pub struct CopyPlan {
     pub space: SpaceCheck,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BootCopy {
     pub from: PathBuf,
     pub to_partition: u32,
@@ -149,7 +149,7 @@ pub struct BootCopy {
 }
 
 /// Which filesystem an edited file lives on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum EditSite {
     /// The new root filesystem on the target.
@@ -163,7 +163,7 @@ pub enum EditSite {
 
 /// One change to one file, as operations (re-applied to the file as it is
 /// at apply time) and as the diff they make to the file as it is now.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FileEdit {
     pub site: EditSite,
     /// Path inside that filesystem's mount: `/etc/fstab`, `/cmdline.txt`.
@@ -175,7 +175,7 @@ pub struct FileEdit {
     pub diff: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "kebab-case")]
 pub enum EditOperation {
     FstabSetSpec {
@@ -190,7 +190,7 @@ pub enum EditOperation {
     },
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BootOrderAdvice {
     pub current: Option<String>,
     pub needed: Option<String>,

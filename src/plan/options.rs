@@ -1,10 +1,10 @@
 //! What the user asked for.
 
 use crate::units::MIB;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Layout {
     /// Only the root filesystem moves; the SD card keeps the boot partition
@@ -14,7 +14,7 @@ pub enum Layout {
     Full,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum TableChoice {
     /// MBR unless the disk is over 2 TiB or needs GPT, and never a table the

@@ -154,7 +154,7 @@ pub fn plan_with_progress(
         .then(|| boot_order_advice(system, target, &mut warnings))
         .flatten();
     Ok(Plan {
-        schema: PLAN_SCHEMA,
+        schema: PLAN_SCHEMA.to_string(),
         layout: options.layout,
         pi: PiSummary {
             model: system.pi.model.clone(),

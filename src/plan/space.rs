@@ -2,7 +2,7 @@
 //! for itself, so a plan never promises room the filesystem will not give.
 
 use crate::units::MIB;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Extra room on top of what the source uses: packages grow, logs rotate,
 /// and a root filesystem filled to the brim fails its first apt upgrade.
@@ -39,7 +39,7 @@ pub fn minimum_root_partition_bytes(used_bytes: u64) -> u64 {
     size + 4 * MIB
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SpaceCheck {
     pub used_bytes: u64,
     pub required_bytes: u64,

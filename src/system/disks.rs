@@ -9,11 +9,11 @@ use crate::host::Host;
 use crate::system::mounts::{DevNo, MountTable, Swap};
 use crate::system::probe::{self, FsInfo, TableInfo, TableKind};
 use crate::system::udev::UdevProperties;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// How a disk is attached; what the Pi firmware cares about when booting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Transport {
     Mmc,

@@ -1,10 +1,10 @@
 //! Which Raspberry Pi this is and what its firmware can boot from.
 
 use crate::host::Host;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Pi models grouped by how they boot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PiFamily {
     /// Pi 1, Compute Module 1.

@@ -7,12 +7,12 @@
 //! without needing partition nodes to exist. Tables are parsed with mbrman and
 //! gpt, the same crates that later write them.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{Read, Seek};
 use std::os::unix::fs::FileExt;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TableKind {
     Mbr,

@@ -3,12 +3,12 @@
 
 use crate::host::Host;
 use crate::system::mounts::MountTable;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// A path the copy leaves out, relative to the source root.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Exclusion {
     /// `/var/swap`: as the user would write it on the running system.
     pub path: PathBuf,
