@@ -1,6 +1,6 @@
 //! Command-line types (clap). Only subcommands that work are registered.
 
-use crate::plan::{Layout, TableChoice};
+use crate::plan::{Layout, TableChoice, TrialChoice};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -95,6 +95,15 @@ pub struct PlanArgs {
     /// Seed for the random ids, to make a plan reproducible.
     #[arg(long, value_name = "N", hide_short_help = true)]
     pub seed: Option<u64>,
+
+    /// Boot the new root once on trial before it is permanent: auto (when the
+    /// firmware has tryboot: Pi 4, 400, CM4, Pi 5), always, or never.
+    #[arg(long, value_enum, default_value_t = TrialChoice::Auto)]
+    pub trial: TrialChoice,
+
+    /// Change cmdline.txt directly, without a trial boot (same as --trial never).
+    #[arg(long, conflicts_with = "trial")]
+    pub no_trial: bool,
 
     /// Use this MBR disk signature (8 hex digits) instead of a random one.
     #[arg(long, value_name = "HEX", value_parser = parse_hex_u32, hide_short_help = true)]

@@ -198,8 +198,9 @@ fn duplicate_ids_across_disks_are_named() {
 
 #[test]
 fn root_only_plan_is_aligned_fresh_and_edits_only_the_root_spec() {
-    let p = plan("pi4", &["--target", "/dev/sda"]);
+    let p = plan("pi4", &["--target", "/dev/sda", "--no-trial"]);
     assert_eq!(p["layout"], "root-only");
+    assert!(p["trial_boot"].is_null());
     assert_eq!(p["table"]["kind"], "mbr");
     let sig = p["table"]["disk_id"].as_str().unwrap();
     assert_ne!(sig, "6c586e13");
@@ -231,6 +232,7 @@ fn root_only_plan_is_aligned_fresh_and_edits_only_the_root_spec() {
     let cmdline = edit(&p, "source-boot");
     assert_eq!(cmdline["file"], "/cmdline.txt");
     assert_eq!(cmdline["backup"], "/cmdline.txt.pimigrate-backup");
+    assert_eq!(cmdline["output"], "/cmdline.txt");
     let (removed, added) = changed_lines(cmdline["diff"].as_str().unwrap());
     assert_eq!(removed.len(), 1);
     assert_eq!(added.len(), 1);
@@ -597,7 +599,10 @@ fn snapshot(root: &std::path::Path) -> Vec<(String, Vec<u8>)> {
 
 #[test]
 fn human_plan_shows_table_commands_and_diffs() {
-    let output = on_fixture("pi4", &["plan", "--target", "/dev/sda", "--seed", "7"]);
+    let output = on_fixture(
+        "pi4",
+        &["plan", "--target", "/dev/sda", "--seed", "7", "--no-trial"],
+    );
     assert_eq!(exit_code(&output), 0);
     let text = stdout(&output);
     for expected in [
@@ -675,4 +680,40 @@ fn refuses_a_disk_that_holds_active_swap() {
         "{}",
         stderr(&output)
     );
+}
+
+#[test]
+fn root_only_on_a_pi4_boots_the_new_root_on_trial_first() {
+    let p = plan("pi4", &["--target", "/dev/sda"]);
+    let sig = p["table"]["disk_id"].as_str().unwrap();
+    let cmdline = edit(&p, "source-boot");
+    assert_eq!(cmdline["file"], "/cmdline.txt");
+    assert_eq!(
+        cmdline["output"], "/cmdline.pimigrate.txt",
+        "cmdline.txt itself is left alone"
+    );
+    assert!(cmdline["backup"].is_null());
+    assert!(cmdline["diff"]
+        .as_str()
+        .unwrap()
+        .contains(&format!("root=PARTUUID={sig}-01")));
+    let trial = &p["trial_boot"];
+    assert_eq!(trial["tryboot_file"], "/tryboot.txt");
+    let (removed, added) = changed_lines(trial["diff"].as_str().unwrap());
+    assert!(removed.is_empty());
+    assert_eq!(added, ["cmdline=cmdline.pimigrate.txt"]);
+    // Models without tryboot, and --no-trial, take the direct way.
+    assert!(plan("pi3b", &["--target", "/dev/sda"])["trial_boot"].is_null());
+    assert!(plan("generic", &["--target", "/dev/nvme0n1"])["trial_boot"].is_null());
+    // The emulated Pi's firmware stand-in has tryboot, which pimigrate cannot detect.
+    let forced = plan(
+        "generic",
+        &["--target", "/dev/nvme0n1", "--trial", "always"],
+    );
+    assert_eq!(
+        forced["trial_boot"]["cmdline_file"],
+        "/cmdline.pimigrate.txt"
+    );
+    // A full move leaves the SD card alone: nothing to try.
+    assert!(plan("pi4", &["--target", "/dev/sda", "--layout", "full"])["trial_boot"].is_null());
 }

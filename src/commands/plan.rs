@@ -4,7 +4,7 @@ use super::{print_json, EXIT_OK, EXIT_REFUSED};
 use crate::cli::{Cli, PlanArgs};
 use crate::host::Host;
 use crate::plan::render::{plan_text, Detail};
-use crate::plan::{self, Options};
+use crate::plan::{self, Options, TrialChoice};
 use crate::system::System;
 use anyhow::Result;
 use serde::Serialize;
@@ -29,6 +29,11 @@ pub fn options_from(args: &PlanArgs) -> Options {
         excludes: args.exclude.clone(),
         seed: args.seed,
         disk_signature: args.disk_signature,
+        trial: if args.no_trial {
+            TrialChoice::Never
+        } else {
+            args.trial
+        },
     }
 }
 

@@ -50,30 +50,40 @@ pub fn apply(bytes: &[u8], operations: &[EditOperation]) -> Result<Vec<u8>, Stri
 }
 
 /// Builds one edit and its diff against the file as it is now.
+pub struct EditTarget<'a> {
+    pub site: EditSite,
+    pub file: &'a Path,
+    pub output: &'a Path,
+    pub backup: Option<PathBuf>,
+    pub device: String,
+}
+
 pub fn file_edit(
-    site: EditSite,
-    file: &Path,
-    device: String,
-    backup: PathBuf,
+    target: EditTarget,
     current: &[u8],
     operations: Vec<EditOperation>,
 ) -> Result<FileEdit, String> {
     let edited = apply(current, &operations)?;
-    let label = file.display().to_string();
-    let label = label.trim_start_matches('/');
     Ok(FileEdit {
-        site,
-        file: file.to_path_buf(),
-        device,
-        backup,
-        diff: unified_diff(
-            &format!("a/{label}"),
-            &format!("b/{label}"),
-            current,
-            &edited,
-        ),
+        site: target.site,
+        diff: diff_files(target.file, target.output, current, &edited),
+        file: target.file.to_path_buf(),
+        output: target.output.to_path_buf(),
+        backup: target.backup,
+        device: target.device,
         operations,
     })
+}
+
+/// A git-style diff from `old` at `from` to `new` at `to`.
+pub fn diff_files(from: &Path, to: &Path, old: &[u8], new: &[u8]) -> String {
+    let label = |p: &Path| p.display().to_string().trim_start_matches('/').to_string();
+    unified_diff(
+        &format!("a/{}", label(from)),
+        &format!("b/{}", label(to)),
+        old,
+        new,
+    )
 }
 
 /// `cmdline.txt.pimigrate-backup`, or `.2`, `.3`... when an earlier run's
@@ -131,15 +141,14 @@ mod tests {
             String::from_utf8(edited).unwrap(),
             "console=serial0,115200 console=tty1 root=PARTUUID=1a2b3c4d-01 rootfstype=ext4 quiet rootwait\n"
         );
-        let edit = file_edit(
-            EditSite::SourceBoot,
-            Path::new("/cmdline.txt"),
-            "SD".into(),
-            "/x.bak".into(),
-            current,
-            ops,
-        )
-        .unwrap();
+        let target = EditTarget {
+            site: EditSite::SourceBoot,
+            file: Path::new("/cmdline.txt"),
+            output: Path::new("/cmdline.txt"),
+            backup: Some("/x.bak".into()),
+            device: "SD".into(),
+        };
+        let edit = file_edit(target, current, ops).unwrap();
         assert!(edit
             .diff
             .contains("-console=serial0,115200 console=tty1 root=/dev/mmcblk0p2"));

@@ -15,7 +15,7 @@ mod source_check;
 pub mod space;
 mod target;
 
-pub use options::{Layout, Options, TableChoice};
+pub use options::{Layout, Options, TableChoice, TrialChoice};
 pub use planner::{plan, plan_with_progress};
 pub use refusal::{Reason, Refusal};
 
@@ -44,6 +44,10 @@ pub struct Plan {
     /// Full move: the boot partition's files go to the target's FAT partition.
     pub boot_copy: Option<BootCopy>,
     pub edits: Vec<FileEdit>,
+    /// Root-only move on a firmware with tryboot: the SD card's cmdline.txt
+    /// is left alone; the next `reboot "0 tryboot"` reads tryboot.txt, which
+    /// points at the new command line. Made permanent by `verify --commit`.
+    pub trial_boot: Option<TrialBoot>,
     pub boot_order: Option<BootOrderAdvice>,
     /// Things the user should know that do not stop the move.
     pub warnings: Vec<String>,
@@ -168,9 +172,14 @@ pub struct FileEdit {
     pub site: EditSite,
     /// Path inside that filesystem's mount: `/etc/fstab`, `/cmdline.txt`.
     pub file: PathBuf,
+    /// Where the edited text goes: `file` itself, or a file of its own for
+    /// a trial boot (`/cmdline.pimigrate.txt`).
+    pub output: PathBuf,
+    /// Where the original is kept before `file` is replaced (none when the
+    /// output is a new file).
+    pub backup: Option<PathBuf>,
     /// Where that is, for a person: "SD card boot partition /dev/mmcblk0p1".
     pub device: String,
-    pub backup: PathBuf,
     pub operations: Vec<EditOperation>,
     pub diff: String,
 }
@@ -188,6 +197,18 @@ pub enum EditOperation {
     CmdlineAdd {
         arg: String,
     },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrialBoot {
+    /// `/tryboot.txt` on the source's boot partition: config.txt plus
+    /// `cmdline=<cmdline_file>`.
+    pub tryboot_file: PathBuf,
+    pub cmdline_file: PathBuf,
+    /// An existing tryboot.txt is kept here first.
+    pub backup: Option<PathBuf>,
+    /// config.txt → tryboot.txt.
+    pub diff: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -24,6 +24,18 @@ pub enum TableChoice {
     Gpt,
 }
 
+/// Whether a root-only move boots the new root once before it is permanent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum TrialChoice {
+    /// When the firmware has tryboot (Pi 4, 400, CM4, Pi 5).
+    Auto,
+    /// Always (a firmware pimigrate cannot identify, such as the emulated Pi).
+    Always,
+    /// Never: change cmdline.txt directly.
+    Never,
+}
+
 pub const DEFAULT_BOOT_SIZE: u64 = 512 * MIB;
 
 #[derive(Debug, Clone)]
@@ -41,6 +53,7 @@ pub struct Options {
     pub seed: Option<u64>,
     /// Use this MBR disk signature instead of a random one.
     pub disk_signature: Option<u32>,
+    pub trial: TrialChoice,
 }
 
 impl Options {
@@ -54,6 +67,7 @@ impl Options {
             excludes: Vec::new(),
             seed: None,
             disk_signature: None,
+            trial: TrialChoice::Auto,
         }
     }
 }

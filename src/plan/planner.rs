@@ -2,7 +2,7 @@
 //! every reason there cannot be one. Pure but for the read-only checks of
 //! the target (is it busy?) and a metadata scan of the source.
 
-use super::edits::{backup_name, file_edit, new_spec};
+use super::edits::{backup_name, file_edit, new_spec, EditTarget};
 use super::firmware::{boot_order_advice, check_full_move_bootable, choose_table, family_name};
 use super::geometry::{self, Geometry};
 use super::ids::{fresh_label, vfat_uuid_text, IdGenerator, KnownIds};
@@ -15,7 +15,7 @@ use crate::system::pi::{BootSupport, PiFamily};
 use crate::system::usage::{self, Exclusion};
 use crate::system::System;
 use crate::units::binary;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// A plan, or a refusal listing every reason found.
 pub fn plan(system: &System, options: &Options) -> Result<Plan, Refusal> {
@@ -141,12 +141,21 @@ pub fn plan_with_progress(
     }
     let table = table_plan(kind, table_reason, &geometry, &ids, target);
     let filesystems = mkfs_steps(system, &table, &ids, &known);
-    let edits = match edits(system, &source, &table, &filesystems, options.layout) {
-        Ok(edits) => edits,
-        Err(reason) => {
-            return Err(Refusal {
-                reasons: vec![reason],
-            })
+    let trial = wants_trial(system, options);
+    let edits = edits(system, &source, &table, &filesystems, options.layout, trial);
+    let trial_boot = if trial {
+        Some(trial_boot(system, &source))
+    } else {
+        None
+    };
+    let (edits, trial_boot) = match (edits, trial_boot.transpose()) {
+        (Ok(edits), Ok(trial_boot)) => (edits, trial_boot),
+        (edits, trial_boot) => {
+            let reasons = [edits.err(), trial_boot.err()]
+                .into_iter()
+                .flatten()
+                .collect();
+            return Err(Refusal { reasons });
         }
     };
     let mut warnings = warnings(system, target, &geometry, options.layout);
@@ -176,6 +185,7 @@ pub fn plan_with_progress(
         },
         boot_copy,
         edits,
+        trial_boot,
         boot_order,
         warnings,
     })
@@ -453,6 +463,7 @@ fn edits(
     table: &TablePlan,
     filesystems: &[MkfsStep],
     layout: Layout,
+    trial: bool,
 ) -> Result<Vec<FileEdit>, Reason> {
     let part = |role| table.partitions.iter().find(|p| p.role == role);
     let fs = |number| filesystems.iter().find(|f| f.partition == number);
@@ -490,60 +501,125 @@ fn edits(
     }
     let fail = |err: String| Reason::new("source-edit", err);
     let fstab_edit = file_edit(
-        EditSite::TargetRoot,
-        Path::new("/etc/fstab"),
-        format!(
-            "the new root filesystem (partition {} of the target)",
-            root_part.number
-        ),
-        "/etc/fstab.pimigrate-backup".into(),
+        EditTarget {
+            site: EditSite::TargetRoot,
+            file: Path::new("/etc/fstab"),
+            output: Path::new("/etc/fstab"),
+            backup: Some("/etc/fstab.pimigrate-backup".into()),
+            device: format!(
+                "the new root filesystem (partition {} of the target)",
+                root_part.number
+            ),
+        },
         source.fstab_bytes,
         fstab_ops,
     )
     .map_err(fail)?;
-    let cmdline_name = source
-        .cmdline_path
-        .strip_prefix(source.boot_dir)
-        .map(|p| Path::new("/").join(p))
-        .unwrap_or_else(|_| source.cmdline_path.to_path_buf());
-    let cmdline_edit = match layout {
-        Layout::RootOnly => {
-            let backup = backup_name(&system.host, source.cmdline_path);
-            let backup = backup
-                .strip_prefix(source.boot_dir)
-                .map(|p| Path::new("/").join(p))
-                .unwrap_or(backup.clone());
-            let device = match &source.summary.boot_device {
-                Some(dev) => format!(
-                    "the SD card's boot partition {dev}, mounted at {}",
-                    source.boot_dir.display()
-                ),
-                None => format!("the boot directory {}", source.boot_dir.display()),
-            };
-            file_edit(
-                EditSite::SourceBoot,
-                &cmdline_name,
-                device,
-                backup,
-                source.cmdline_bytes,
-                cmdline_ops,
-            )
-        }
-        Layout::Full => {
-            let backup = format!("{}.pimigrate-backup", cmdline_name.display());
-            file_edit(
-                EditSite::TargetBoot,
-                &cmdline_name,
+    let cmdline_name = boot_relative(source, source.cmdline_path);
+    let target = match (layout, trial) {
+        (Layout::RootOnly, false) => EditTarget {
+            site: EditSite::SourceBoot,
+            file: &cmdline_name,
+            output: &cmdline_name,
+            backup: Some(boot_relative(
+                source,
+                &backup_name(&system.host, source.cmdline_path),
+            )),
+            device: sd_boot_description(source),
+        },
+        (Layout::RootOnly, true) => EditTarget {
+            site: EditSite::SourceBoot,
+            file: &cmdline_name,
+            output: Path::new(TRIAL_CMDLINE),
+            backup: None,
+            device: sd_boot_description(source),
+        },
+        (Layout::Full, _) => EditTarget {
+            site: EditSite::TargetBoot,
+            file: &cmdline_name,
+            output: &cmdline_name,
+            backup: Some(format!("{}.pimigrate-backup", cmdline_name.display()).into()),
+            device:
                 "the new boot partition (partition 1 of the target); the SD card is not changed"
                     .into(),
-                backup.into(),
-                source.cmdline_bytes,
-                cmdline_ops,
-            )
-        }
-    }
-    .map_err(fail)?;
+        },
+    };
+    let cmdline_edit = file_edit(target, source.cmdline_bytes, cmdline_ops).map_err(fail)?;
     Ok(vec![fstab_edit, cmdline_edit])
+}
+
+/// The command line a trial boot starts with, next to cmdline.txt.
+pub const TRIAL_CMDLINE: &str = "/cmdline.pimigrate.txt";
+pub const TRYBOOT_FILE: &str = "/tryboot.txt";
+
+/// A path on the boot partition, as seen from its root.
+fn boot_relative(source: &CheckedSource, path: &Path) -> PathBuf {
+    path.strip_prefix(source.boot_dir)
+        .map(|p| Path::new("/").join(p))
+        .unwrap_or_else(|_| path.to_path_buf())
+}
+
+fn sd_boot_description(source: &CheckedSource) -> String {
+    match &source.summary.boot_device {
+        Some(dev) => format!(
+            "the SD card's boot partition {dev}, mounted at {}",
+            source.boot_dir.display()
+        ),
+        None => format!("the boot directory {}", source.boot_dir.display()),
+    }
+}
+
+/// Whether this plan boots the new root once on trial first.
+fn wants_trial(system: &System, options: &Options) -> bool {
+    options.layout == Layout::RootOnly
+        && match options.trial {
+            TrialChoice::Auto => system.pi.tryboot_available,
+            TrialChoice::Always => true,
+            TrialChoice::Never => false,
+        }
+}
+
+/// tryboot.txt: the normal config.txt with the trial command line.
+fn trial_boot(system: &System, source: &CheckedSource) -> Result<TrialBoot, Reason> {
+    let config_path = source.boot_dir.join("config.txt");
+    let config_bytes = std::fs::read(system.host.path(&config_path)).map_err(|err| {
+        Reason::new(
+            "trial-unavailable",
+            format!(
+                "a trial boot needs {} to build tryboot.txt from: {err}",
+                config_path.display()
+            ),
+        )
+        .hint("use --no-trial to change cmdline.txt directly")
+    })?;
+    let tryboot =
+        tryboot_contents(&config_bytes).map_err(|err| Reason::new("trial-unavailable", err))?;
+    let tryboot_real = source.boot_dir.join(TRYBOOT_FILE.trim_start_matches('/'));
+    Ok(TrialBoot {
+        tryboot_file: TRYBOOT_FILE.into(),
+        cmdline_file: TRIAL_CMDLINE.into(),
+        backup: system
+            .host
+            .path(&tryboot_real)
+            .exists()
+            .then(|| boot_relative(source, &backup_name(&system.host, &tryboot_real))),
+        diff: super::edits::diff_files(
+            Path::new("/config.txt"),
+            Path::new(TRYBOOT_FILE),
+            &config_bytes,
+            &tryboot,
+        ),
+    })
+}
+
+/// config.txt with `cmdline=` pointing at the trial command line, in `[all]`.
+pub fn tryboot_contents(config_txt: &[u8]) -> Result<Vec<u8>, String> {
+    let mut config =
+        crate::bootcfg::ConfigTxt::parse(config_txt).map_err(|e| format!("config.txt: {e}"))?;
+    config
+        .try_set("cmdline", TRIAL_CMDLINE.trim_start_matches('/'))
+        .map_err(|e| format!("config.txt: {e}"))?;
+    Ok(config.to_bytes())
 }
 
 fn warnings(system: &System, target: &Disk, geometry: &Geometry, layout: Layout) -> Vec<String> {

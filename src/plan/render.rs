@@ -193,18 +193,50 @@ pub fn plan_text(plan: &Plan, detail: Detail) -> String {
 
     let _ = writeln!(out, "\nBoot file changes");
     for edit in &plan.edits {
-        let when = match edit.site {
-            EditSite::SourceBoot => "; changed last, atomically",
-            _ => "",
+        let written = if edit.output == edit.file {
+            format!("{}", edit.file.display())
+        } else {
+            format!(
+                "{} (as a new file {})",
+                edit.file.display(),
+                edit.output.display()
+            )
         };
+        let _ = writeln!(out, "  {written} on {}", edit.device);
+        match (&edit.backup, edit.site) {
+            (Some(backup), EditSite::SourceBoot) => {
+                let _ = writeln!(
+                    out,
+                    "  backup {}; changed last, atomically",
+                    backup.display()
+                );
+            }
+            (Some(backup), _) => {
+                let _ = writeln!(out, "  backup {}", backup.display());
+            }
+            (None, _) => {}
+        }
+        for line in edit.diff.lines() {
+            let _ = writeln!(out, "    {line}");
+        }
+    }
+    if let Some(trial) = &plan.trial_boot {
+        let _ = writeln!(out, "\nTrial boot");
         let _ = writeln!(
             out,
-            "  {} on {}\n  backup {}{when}",
-            edit.file.display(),
-            edit.device,
-            edit.backup.display()
+            "  cmdline.txt stays as it is. {} makes the next `reboot \"0 tryboot\"` start the new root once;\n  \
+             if that boot fails, the next power cycle starts the SD card's root as before.\n  \
+             `pimigrate verify --commit` then makes it permanent.",
+            trial.tryboot_file.display()
         );
-        for line in edit.diff.lines() {
+        if let Some(backup) = &trial.backup {
+            let _ = writeln!(
+                out,
+                "  the existing tryboot.txt is kept as {}",
+                backup.display()
+            );
+        }
+        for line in trial.diff.lines() {
             let _ = writeln!(out, "    {line}");
         }
     }
