@@ -7,6 +7,7 @@ pub mod apply;
 pub mod bootcfg;
 pub mod cli;
 pub mod commands;
+pub mod copy;
 pub mod host;
 pub mod plan;
 pub mod system;

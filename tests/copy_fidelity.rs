@@ -1,0 +1,670 @@
+//! The tree copier on real ext4 filesystems (loop-mounted image files):
+//! a torture tree with every kind of entry and attribute is copied, and
+//! `rsync -naHAXc --itemize-changes --numeric-ids` (the reference for a
+//! faithful copy) must find nothing left to do. Needs root, losetup,
+//! mkfs.ext4, rsync, setfacl (acl) and setcap (libcap2-bin). Without them
+//! the tests are skipped, except when CI=true, where they fail.
+
+use pimigrate::copy::{self, Cancelled, CopyOptions, CopyStats};
+use pimigrate::system::usage::Exclusion;
+use std::ffi::OsStr;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Tools the tests run, and the Debian package of each.
+const TOOLS: &[(&str, &str)] = &[
+    ("losetup", "mount"),
+    ("mkfs.ext4", "e2fsprogs"),
+    ("rsync", "rsync"),
+    ("setfacl", "acl"),
+    ("getfattr", "attr"),
+    ("setcap", "libcap2-bin"),
+];
+
+/// Whether the tests can run here. On CI a missing prerequisite fails the
+/// test instead of quietly skipping it.
+fn prerequisites_met() -> bool {
+    let mut missing = Vec::new();
+    if !nix::unistd::Uid::effective().is_root() {
+        missing.push("root".to_string());
+    }
+    for (tool, package) in TOOLS {
+        let found = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]
+            .iter()
+            .any(|dir| Path::new(dir).join(tool).exists());
+        if !found {
+            missing.push(format!("{tool} (Debian package {package})"));
+        }
+    }
+    if missing.is_empty() {
+        return true;
+    }
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("copy fidelity tests need: {}", missing.join(", "));
+    }
+    eprintln!("skipped: copy fidelity tests need {}", missing.join(", "));
+    false
+}
+
+fn run(program: &str, args: &[&OsStr]) -> String {
+    let output = Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|err| panic!("running {program}: {err}"));
+    assert!(
+        output.status.success(),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn os(s: &str) -> &OsStr {
+    OsStr::new(s)
+}
+
+/// A fresh ext4 in an image file under /var/tmp, loop-attached and
+/// mounted. Dropping it unmounts and detaches; the directory is deleted
+/// only when the unmount worked, so a failure never deletes through a
+/// mount point into a filesystem still attached.
+struct Ext4 {
+    dir: PathBuf,
+    mount: PathBuf,
+    device: Option<String>,
+    mounted: bool,
+}
+
+impl Ext4 {
+    fn new(size_mib: u64) -> Ext4 {
+        let dir = tempfile::Builder::new()
+            .prefix("pimigrate-copy-")
+            .tempdir_in("/var/tmp")
+            .expect("temporary directory in /var/tmp")
+            .keep();
+        let mount = dir.join("mnt");
+        fs::create_dir(&mount).unwrap();
+        let mut ext4 = Ext4 {
+            dir,
+            mount,
+            device: None,
+            mounted: false,
+        };
+        let image = ext4.dir.join("fs.img");
+        fs::File::create(&image)
+            .unwrap()
+            .set_len(size_mib << 20)
+            .unwrap();
+        run(
+            "mkfs.ext4",
+            &[
+                os("-q"),
+                os("-F"),
+                os("-E"),
+                os("nodiscard"),
+                image.as_os_str(),
+            ],
+        );
+        let device = run("losetup", &[os("-f"), os("--show"), image.as_os_str()]);
+        let device = device.trim().to_string();
+        ext4.device = Some(device.clone());
+        run("mount", &[os(&device), ext4.mount.as_os_str()]);
+        ext4.mounted = true;
+        ext4
+    }
+
+    fn path(&self) -> &Path {
+        &self.mount
+    }
+}
+
+impl Drop for Ext4 {
+    fn drop(&mut self) {
+        if self.mounted {
+            let unmounted = Command::new("umount")
+                .arg(&self.mount)
+                .status()
+                .is_ok_and(|s| s.success());
+            if !unmounted {
+                eprintln!(
+                    "could not unmount {}: leaving {} in place",
+                    self.mount.display(),
+                    self.dir.display()
+                );
+                return;
+            }
+        }
+        if let Some(device) = &self.device {
+            let _ = Command::new("losetup").args(["-d", device]).status();
+        }
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A mount made by a test, unmounted on drop.
+struct Mount(PathBuf);
+
+impl Mount {
+    fn tmpfs(at: &Path) -> Mount {
+        run(
+            "mount",
+            &[
+                os("-t"),
+                os("tmpfs"),
+                os("-o"),
+                os("size=8m"),
+                os("tmpfs"),
+                at.as_os_str(),
+            ],
+        );
+        Mount(at.to_path_buf())
+    }
+
+    fn bind(from: &Path, at: &Path) -> Mount {
+        run("mount", &[os("--bind"), from.as_os_str(), at.as_os_str()]);
+        Mount(at.to_path_buf())
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+fn set_times(path: &Path, atime: (i64, i64), mtime: (i64, i64)) {
+    use nix::sys::stat::{utimensat, UtimensatFlags};
+    use nix::sys::time::TimeSpec;
+    let spec = |(s, ns): (i64, i64)| {
+        TimeSpec::from_timespec(libc::timespec {
+            tv_sec: s as libc::time_t,
+            tv_nsec: ns as libc::c_long,
+        })
+    };
+    utimensat(
+        None,
+        path,
+        &spec(atime),
+        &spec(mtime),
+        UtimensatFlags::NoFollowSymlink,
+    )
+    .unwrap();
+}
+
+fn chmod(path: &Path, mode: u32) {
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// Builds every kind of entry the copy must keep below `root`.
+fn build_torture_tree(root: &Path) {
+    let p = |rel: &str| root.join(rel);
+    for dir in ["a", "b/c", "links", "nodes", "odd", "sparse", "acl", "live"] {
+        fs::create_dir_all(p(dir)).unwrap();
+    }
+    // Regular files: empty, small, larger than one copy chunk.
+    fs::write(p("empty"), b"").unwrap();
+    fs::write(p("a/small"), b"hello\n").unwrap();
+    let big: Vec<u8> = (0..(12u32 << 20))
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    fs::write(p("a/big"), &big).unwrap();
+
+    // Hard links across directories (three names) and a pair.
+    fs::write(p("a/linked"), b"one inode, three names").unwrap();
+    fs::hard_link(p("a/linked"), p("b/c/linked-too")).unwrap();
+    fs::hard_link(p("a/linked"), p("links/third")).unwrap();
+    fs::write(p("links/pair-1"), b"pair").unwrap();
+    fs::hard_link(p("links/pair-1"), p("b/pair-2")).unwrap();
+
+    // Symlinks: relative, absolute, dangling, to a directory; one owned.
+    std::os::unix::fs::symlink("../a/small", p("links/relative")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", p("links/absolute")).unwrap();
+    std::os::unix::fs::symlink("nowhere/at/all", p("links/dangling")).unwrap();
+    std::os::unix::fs::symlink("../b", p("links/to-dir")).unwrap();
+    std::os::unix::fs::lchown(p("links/dangling"), Some(777), Some(888)).unwrap();
+
+    // Device nodes, FIFO, socket.
+    use nix::sys::stat::{makedev, mknod, Mode, SFlag};
+    mknod(
+        &p("nodes/null"),
+        SFlag::S_IFCHR,
+        Mode::from_bits_truncate(0o666),
+        makedev(1, 3),
+    )
+    .unwrap();
+    mknod(
+        &p("nodes/loop200"),
+        SFlag::S_IFBLK,
+        Mode::from_bits_truncate(0o660),
+        makedev(7, 200),
+    )
+    .unwrap();
+    nix::unistd::mkfifo(&p("nodes/fifo"), Mode::from_bits_truncate(0o620)).unwrap();
+    drop(std::os::unix::net::UnixListener::bind(p("nodes/socket")).unwrap());
+    std::os::unix::fs::chown(p("nodes/loop200"), Some(0), Some(6)).unwrap();
+
+    // Odd owners (no passwd entry) and modes, setuid with a capability.
+    fs::write(p("odd/owned"), b"x").unwrap();
+    std::os::unix::fs::chown(p("odd/owned"), Some(4242), Some(4343)).unwrap();
+    fs::write(p("odd/no-permissions"), b"x").unwrap();
+    chmod(&p("odd/no-permissions"), 0o000);
+    fs::write(p("odd/ping"), b"\x7fELF pretend").unwrap();
+    std::os::unix::fs::chown(p("odd/ping"), Some(0), Some(4343)).unwrap();
+    chmod(&p("odd/ping"), 0o4755);
+    run("setcap", &[os("cap_net_raw+ep"), p("odd/ping").as_os_str()]);
+    fs::write(p("odd/setgid"), b"x").unwrap();
+    std::os::unix::fs::chown(p("odd/setgid"), Some(1000), Some(50)).unwrap();
+    chmod(&p("odd/setgid"), 0o2711);
+    fs::create_dir(p("odd/sticky")).unwrap();
+    chmod(&p("odd/sticky"), 0o1777);
+    fs::create_dir(p("odd/locked")).unwrap();
+    fs::write(p("odd/locked/inside"), b"x").unwrap();
+    chmod(&p("odd/locked"), 0o500);
+
+    // Extended attributes in every namespace, on files, dirs and a link.
+    xattr::set(p("a/small"), "user.comment", b"kept").unwrap();
+    xattr::set(p("a/small"), "trusted.overlay", b"\x00\x01binary").unwrap();
+    xattr::set(p("a/small"), "security.pimigrate", b"label").unwrap();
+    xattr::set(p("b"), "user.on-a-dir", b"yes").unwrap();
+    xattr::set(p("links/relative"), "trusted.on-a-link", b"link").unwrap();
+
+    // POSIX ACLs: an access ACL on a file, a default ACL on a directory.
+    fs::write(p("acl/file"), b"x").unwrap();
+    run(
+        "setfacl",
+        &[os("-m"), os("u:1234:rwx,g:55:r"), p("acl/file").as_os_str()],
+    );
+    run(
+        "setfacl",
+        &[os("-d"), os("-m"), os("g:55:rx"), p("acl").as_os_str()],
+    );
+
+    // Sparse: 1 GiB with 4 KiB of data in the middle; a leading hole only.
+    let mut sparse = fs::File::create(p("sparse/mostly-hole")).unwrap();
+    {
+        use std::io::{Seek, SeekFrom, Write};
+        sparse.seek(SeekFrom::Start(512 << 20)).unwrap();
+        sparse.write_all(&[0xab; 4096]).unwrap();
+    }
+    sparse.set_len(1 << 30).unwrap();
+    let tail = fs::File::create(p("sparse/all-hole")).unwrap();
+    tail.set_len(64 << 20).unwrap();
+
+    // Names: 255 bytes, not UTF-8.
+    fs::write(root.join("n".repeat(255)), b"long name").unwrap();
+    fs::write(root.join(OsStr::from_bytes(b"caf\xe9")), b"latin-1").unwrap();
+    fs::create_dir(root.join(OsStr::from_bytes(b"\xff\xfe dir"))).unwrap();
+    fs::write(
+        root.join(OsStr::from_bytes(b"\xff\xfe dir/\x01\x7f")),
+        b"ctl",
+    )
+    .unwrap();
+
+    // 200 levels of nesting.
+    let mut deep = p("deep");
+    for _ in 0..200 {
+        deep.push("d");
+    }
+    fs::create_dir_all(&deep).unwrap();
+    fs::write(deep.join("bottom"), b"deep").unwrap();
+
+    // Things the exclusions leave out.
+    fs::create_dir_all(p("scratch/sub")).unwrap();
+    fs::write(p("scratch/sub/junk"), b"junk").unwrap();
+    chmod(&p("scratch"), 0o1777);
+    fs::create_dir_all(p("var")).unwrap();
+    fs::write(p("var/swap"), vec![0u8; 1 << 20]).unwrap();
+    fs::write(p("var/swapper"), b"not the swap file").unwrap();
+
+    // Files that change during and after the copy.
+    fs::write(p("live/growing.log"), b"start\n").unwrap();
+    fs::write(p("live/same-size"), b"AAAA").unwrap();
+    fs::write(p("live/vanishes"), b"bye").unwrap();
+    fs::write(p("live/mode-changes"), b"m").unwrap();
+
+    // Times to the nanosecond, on a file, a link and directories (last,
+    // since creating entries moves a directory's mtime).
+    set_times(
+        &p("a/small"),
+        (1_111_111_111, 123_456_789),
+        (1_222_222_222, 987_654_321),
+    );
+    set_times(&p("links/dangling"), (1_000_000_000, 1), (1_000_000_000, 2));
+    set_times(&p("b/c"), (1_300_000_000, 5), (1_300_000_000, 6));
+    set_times(&p("odd/locked"), (1_400_000_000, 7), (1_400_000_000, 8));
+}
+
+fn exclusions() -> Vec<Exclusion> {
+    vec![
+        Exclusion::new("/lost+found", false, "mkfs makes one"),
+        Exclusion::new("/var/swap", false, "swap file"),
+        Exclusion::new("/scratch", true, "temporary files"),
+    ]
+}
+
+/// The same exclusions as rsync filter rules.
+const RSYNC_EXCLUDES: &[&str] = &[
+    "--exclude=/lost+found",
+    "--exclude=/var/swap",
+    "--exclude=/scratch/*",
+];
+
+/// What rsync would still change to make `target` a faithful copy of
+/// `source`: one itemized line per entry, nothing when the copy is exact.
+fn rsync_differences(source: &Path, target: &Path) -> Vec<String> {
+    let mut args: Vec<&OsStr> = vec![os("-naHAXcx"), os("--itemize-changes"), os("--numeric-ids")];
+    args.extend(RSYNC_EXCLUDES.iter().map(|e| os(e)));
+    let source = format!("{}/", source.display());
+    let target = format!("{}/", target.display());
+    args.push(os(&source));
+    args.push(os(&target));
+    run("rsync", &args)
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+fn options(checksum: bool) -> CopyOptions {
+    CopyOptions {
+        exclusions: exclusions(),
+        one_file_system: true,
+        checksum,
+        threads: 2,
+    }
+}
+
+fn no_progress(_: &CopyStats) {}
+
+#[test]
+fn torture_tree_is_copied_faithfully_and_the_second_pass_catches_changes() {
+    if !prerequisites_met() {
+        return;
+    }
+    let source_fs = Ext4::new(512);
+    let target_fs = Ext4::new(512);
+    let source = source_fs.path().join("root");
+    let target = target_fs.path().join("root");
+    fs::create_dir(&source).unwrap();
+    build_torture_tree(&source);
+    // A lost+found of the target's own, which no pass may delete.
+    fs::create_dir_all(target.join("lost+found")).unwrap();
+    fs::write(target.join("lost+found/#12"), b"target's own").unwrap();
+
+    // The log grows while the copy runs: each progress report appends.
+    let growing = source.join("live/growing.log");
+    let appended = std::cell::Cell::new(0);
+    let grow = |_: &CopyStats| {
+        use std::io::Write;
+        let mut log = fs::OpenOptions::new().append(true).open(&growing).unwrap();
+        writeln!(log, "line {}", appended.get()).unwrap();
+        appended.set(appended.get() + 1);
+    };
+    let source_times = times_of(&source);
+    let cancel = AtomicBool::new(false);
+    let first = copy::copy_tree(&source, &target, &options(false), &cancel, &grow).unwrap();
+    assert!(
+        appended.get() >= 1,
+        "progress is reported at least at the end"
+    );
+    assert!(first.errors.is_empty(), "{:#?}", first.errors);
+    assert_eq!(
+        first.hardlinks, 3,
+        "two extra names of `linked`, one of the pair"
+    );
+    assert_eq!(first.specials, 4);
+    assert_eq!(first.symlinks, 4);
+    assert_eq!(first.excluded, 2, "var/swap, scratch/sub");
+
+    // Before rsync, whose reading moves atimes (relatime) on both sides.
+    check_what_rsync_does_not(&source, &target, &source_times);
+
+    // Everything but the log (changed during the copy) is already exact.
+    let after_first = rsync_differences(&source, &target);
+    assert!(
+        after_first
+            .iter()
+            .all(|l| l.contains("live/growing.log") || l.ends_with(" live/")),
+        "{after_first:#?}"
+    );
+    assert!(after_first.iter().any(|l| l.contains("live/growing.log")));
+
+    // More changes between the passes: same size and mtime but other
+    // bytes (only a checksum sees it), a vanished file, a new one, a mode.
+    let same_size = source.join("live/same-size");
+    let before = fs::symlink_metadata(&same_size).unwrap();
+    fs::write(&same_size, b"BBBB").unwrap();
+    set_times(
+        &same_size,
+        (before.atime(), before.atime_nsec()),
+        (before.mtime(), before.mtime_nsec()),
+    );
+    fs::remove_file(source.join("live/vanishes")).unwrap();
+    fs::write(source.join("live/new"), b"new").unwrap();
+    chmod(&source.join("live/mode-changes"), 0o640);
+
+    let quick =
+        copy::second_pass(&source, &target, &options(false), &cancel, &no_progress).unwrap();
+    assert!(quick.errors.is_empty(), "{:#?}", quick.errors);
+    assert_eq!(quick.deleted, 1, "live/vanishes");
+    let after_quick = rsync_differences(&source, &target);
+    assert_eq!(
+        after_quick,
+        vec![">fc........ live/same-size".to_string()],
+        "size and mtime checks miss only the same-size rewrite"
+    );
+
+    let thorough =
+        copy::second_pass(&source, &target, &options(true), &cancel, &no_progress).unwrap();
+    assert!(thorough.errors.is_empty(), "{:#?}", thorough.errors);
+    assert_eq!(thorough.files, 1, "only live/same-size is copied again");
+    assert_eq!(rsync_differences(&source, &target), Vec::<String>::new());
+    assert_eq!(
+        fs::read(target.join("lost+found/#12")).unwrap(),
+        b"target's own",
+        "excluded target entries survive the second pass"
+    );
+}
+
+/// Entries whose atime and mtime (to the nanosecond) the test checks.
+/// rsync -a compares neither atimes nor, on every version, nanoseconds.
+const TIMED: &[&str] = &[
+    "a/small",
+    "links/dangling",
+    "b/c",
+    "odd/locked",
+    "a/big",
+    "acl",
+];
+
+type Times = Vec<(i64, i64, i64, i64)>;
+
+fn times_of(root: &Path) -> Times {
+    TIMED
+        .iter()
+        .map(|rel| {
+            let m = fs::symlink_metadata(root.join(rel)).unwrap();
+            (m.atime(), m.atime_nsec(), m.mtime(), m.mtime_nsec())
+        })
+        .collect()
+}
+
+/// What rsync's comparison does not look at: atimes and nanoseconds (as
+/// the source had them before the copy read it: reading a symlink or a
+/// directory moves its atime), holes, and what the exclusions left.
+fn check_what_rsync_does_not(source: &Path, target: &Path, source_times: &Times) {
+    assert_eq!(&times_of(target), source_times, "times of {TIMED:?}");
+    for rel in ["sparse/mostly-hole", "sparse/all-hole"] {
+        let s = fs::symlink_metadata(source.join(rel)).unwrap();
+        let t = fs::symlink_metadata(target.join(rel)).unwrap();
+        assert_eq!(s.len(), t.len());
+        assert!(
+            t.blocks() <= s.blocks() + 16,
+            "{rel}: {} blocks, source {}",
+            t.blocks(),
+            s.blocks()
+        );
+    }
+    assert_eq!(
+        xattr::get(target.join("odd/ping"), "security.capability").unwrap(),
+        xattr::get(source.join("odd/ping"), "security.capability").unwrap(),
+    );
+    assert_eq!(
+        fs::symlink_metadata(target.join("odd/ping"))
+            .unwrap()
+            .mode()
+            & 0o7777,
+        0o4755
+    );
+    let linked = fs::metadata(target.join("a/linked")).unwrap();
+    assert_eq!(linked.nlink(), 3);
+    assert_eq!(
+        fs::metadata(target.join("links/third")).unwrap().ino(),
+        linked.ino()
+    );
+    assert!(!target.join("var/swap").exists());
+    assert!(target.join("var/swapper").exists());
+    let scratch = fs::symlink_metadata(target.join("scratch")).unwrap();
+    assert_eq!(
+        scratch.mode() & 0o7777,
+        0o1777,
+        "contents_only keeps the directory"
+    );
+    assert_eq!(fs::read_dir(target.join("scratch")).unwrap().count(), 0);
+}
+
+#[test]
+fn nested_mounts_are_not_entered_and_hidden_files_are_reached_through_a_bind_mount() {
+    if !prerequisites_met() {
+        return;
+    }
+    let source_fs = Ext4::new(64);
+    let target_fs = Ext4::new(64);
+    let root = source_fs.path();
+    fs::create_dir_all(root.join("proc")).unwrap();
+    fs::create_dir_all(root.join("hidden")).unwrap();
+    fs::write(
+        root.join("hidden/under-the-mount"),
+        b"only a bind mount shows me",
+    )
+    .unwrap();
+    fs::write(root.join("etc-hostname"), b"pi\n").unwrap();
+    let _proc = Mount::tmpfs(&root.join("proc"));
+    fs::write(root.join("proc/cpuinfo"), b"not ours").unwrap();
+    let _hidden = Mount::tmpfs(&root.join("hidden"));
+
+    // Copying the mounted tree: mount points become empty directories.
+    let direct = target_fs.path().join("direct");
+    let cancel = AtomicBool::new(false);
+    let opts = CopyOptions::default();
+    let stats = copy::copy_tree(root, &direct, &opts, &cancel, &no_progress).unwrap();
+    assert!(stats.errors.is_empty(), "{:#?}", stats.errors);
+    assert_eq!(stats.mount_points, 2);
+    assert!(direct.join("proc").is_dir());
+    assert_eq!(fs::read_dir(direct.join("proc")).unwrap().count(), 0);
+    assert!(!direct.join("hidden/under-the-mount").exists());
+    assert!(direct.join("etc-hostname").exists());
+
+    // Through a plain bind mount of the root, what the mounts hide is
+    // copied: the copier's part of "reach files under mount points".
+    let bind = source_fs.dir.join("bind");
+    fs::create_dir(&bind).unwrap();
+    let _bind = Mount::bind(root, &bind);
+    let through_bind = target_fs.path().join("through-bind");
+    let stats = copy::copy_tree(&bind, &through_bind, &opts, &cancel, &no_progress).unwrap();
+    assert!(stats.errors.is_empty(), "{:#?}", stats.errors);
+    assert_eq!(stats.mount_points, 0);
+    assert_eq!(
+        fs::read(through_bind.join("hidden/under-the-mount")).unwrap(),
+        b"only a bind mount shows me"
+    );
+    assert!(!through_bind.join("proc/cpuinfo").exists());
+
+    // Without one_file_system the mounted contents are copied too.
+    let everything = target_fs.path().join("everything");
+    let all = CopyOptions {
+        one_file_system: false,
+        ..CopyOptions::default()
+    };
+    copy::copy_tree(root, &everything, &all, &cancel, &no_progress).unwrap();
+    assert!(everything.join("proc/cpuinfo").exists());
+}
+
+#[test]
+fn a_cancelled_copy_is_completed_by_the_second_pass() {
+    if !prerequisites_met() {
+        return;
+    }
+    let source_fs = Ext4::new(512);
+    let target_fs = Ext4::new(512);
+    let source = source_fs.path().join("root");
+    let target = target_fs.path().join("root");
+    for d in 0..20 {
+        let dir = source.join(format!("dir{d}"));
+        fs::create_dir_all(&dir).unwrap();
+        for f in 0..100 {
+            fs::write(
+                dir.join(format!("file{f}")),
+                format!("{d}/{f}\n").repeat(50),
+            )
+            .unwrap();
+        }
+    }
+    let big: Vec<u8> = (0..(96u32 << 20)).map(|i| (i % 253) as u8).collect();
+    fs::write(source.join("dir7/big"), &big).unwrap();
+
+    let cancel = AtomicBool::new(false);
+    let copied = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            std::thread::sleep(Duration::from_millis(30));
+            cancel.store(true, Ordering::Relaxed);
+        });
+        copy::copy_tree(&source, &target, &options(false), &cancel, &no_progress)
+    });
+    match copied {
+        Err(err) => assert!(err.is::<Cancelled>(), "{err:#}"),
+        Ok(_) => eprintln!("the copy finished before the cancel request"),
+    }
+    let not_cancelled = AtomicBool::new(false);
+    let stats = copy::second_pass(
+        &source,
+        &target,
+        &options(false),
+        &not_cancelled,
+        &no_progress,
+    )
+    .unwrap();
+    assert!(stats.errors.is_empty(), "{:#?}", stats.errors);
+    assert_eq!(rsync_differences(&source, &target), Vec::<String>::new());
+}
+
+#[test]
+fn a_full_target_fails_the_copy_with_the_path_and_errno() {
+    if !prerequisites_met() {
+        return;
+    }
+    let source_fs = Ext4::new(128);
+    let target_fs = Ext4::new(16);
+    let data: Vec<u8> = (0..(40u32 << 20)).map(|i| (i % 251) as u8).collect();
+    fs::write(source_fs.path().join("too-big"), &data).unwrap();
+    let cancel = AtomicBool::new(false);
+    let err = copy::copy_tree(
+        source_fs.path(),
+        &target_fs.path().join("root"),
+        &CopyOptions::default(),
+        &cancel,
+        &no_progress,
+    )
+    .unwrap_err();
+    let message = format!("{err:#}");
+    assert!(message.contains("too-big"), "{message}");
+    assert!(message.contains("copy data"), "{message}");
+    let copy_error = err
+        .downcast_ref::<copy::CopyError>()
+        .expect("a CopyError inside");
+    assert_eq!(copy_error.errno, Some(libc::ENOSPC));
+}
