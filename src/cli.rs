@@ -56,6 +56,8 @@ pub enum Command {
     Devices(DevicesArgs),
     /// Show exactly what a migration would do (a dry run: nothing is written).
     Plan(PlanArgs),
+    /// Measure a disk, partition or directory (fio-style tests, A1 grade); keeps a report.
+    Bench(BenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -108,6 +110,56 @@ pub struct PlanArgs {
     /// Use this MBR disk signature (8 hex digits) instead of a random one.
     #[arg(long, value_name = "HEX", value_parser = parse_hex_u32, hide_short_help = true)]
     pub disk_signature: Option<u32>,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// A disk, a partition or a directory on a mounted filesystem
+    /// (default: the running root, with a test file).
+    #[arg(value_name = "TARGET")]
+    pub targets: Vec<PathBuf>,
+
+    /// Shorter tests on a smaller test file (under 20 s).
+    #[arg(long, conflicts_with = "preset")]
+    pub quick: bool,
+
+    /// standard: SEQ1M Q8/Q1 and RND4K Q32/Q1; a1: Raspberry Pi's SD card test.
+    #[arg(long, value_enum)]
+    pub preset: Option<crate::bench::suite::Preset>,
+
+    /// Seconds each timed test runs after its ramp.
+    #[arg(long, value_name = "S", value_parser = crate::bench::suite::parse_runtime)]
+    pub runtime: Option<f64>,
+
+    /// Size of the test file, or of the part of a device tested (e.g. 1G).
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub size: Option<u64>,
+
+    /// Also write to a raw disk or partition, destroying its contents.
+    /// Refused for the source disk and anything mounted.
+    #[arg(long)]
+    pub destructive: bool,
+
+    /// Confirm --destructive without asking (needed without a terminal).
+    #[arg(long, requires = "destructive")]
+    pub yes: bool,
+
+    /// I/O engine (default: io_uring when the kernel has it, else threads).
+    #[arg(long, value_enum)]
+    pub engine: Option<crate::bench::engine::EngineKind>,
+
+    /// Do not keep the report under <state-dir>/reports.
+    #[arg(long)]
+    pub no_save: bool,
+
+    /// Run only this test, e.g. "RND4K Q32 read" or rnd4k-q32-read; repeatable.
+    #[arg(long = "test", value_name = "NAME")]
+    pub tests: Vec<String>,
+
+    /// Use this existing file (at least 16 MiB) instead of a fresh test file;
+    /// write tests overwrite it, and it is kept. For comparisons with fio.
+    #[arg(long, value_name = "FILE", hide_short_help = true, conflicts_with_all = ["targets", "destructive"])]
+    pub file: Option<PathBuf>,
 }
 
 fn parse_size(text: &str) -> Result<u64, String> {

@@ -101,7 +101,10 @@ pub fn run_job(
         measurement.flush = Some(flush);
         measurement.elapsed += flush;
     }
-    measurement.cpu = cpu_time().saturating_sub(cpu_before);
+    // CPU is counted from the end of the ramp, like the I/Os, so CPU time
+    // per I/O compares with fio's figures.
+    let cpu_start = measurement.cpu_start.unwrap_or(cpu_before);
+    measurement.cpu = cpu_time().saturating_sub(cpu_start);
     Ok(measurement)
 }
 
@@ -160,6 +163,8 @@ pub struct Tally {
     pub bytes: u64,
     pub last_completion: Option<Instant>,
     pub latency: Histogram,
+    /// This process's CPU time when the first I/O after the ramp completed.
+    pub cpu_start: Option<Duration>,
 }
 
 impl Tally {
@@ -171,12 +176,16 @@ impl Tally {
             bytes: 0,
             last_completion: None,
             latency: Histogram::new(),
+            cpu_start: None,
         }
     }
 
     pub fn complete(&mut self, issued: Instant, now: Instant) {
         if now < self.measured_from {
             return;
+        }
+        if self.cpu_start.is_none() {
+            self.cpu_start = Some(cpu_time());
         }
         self.ios += 1;
         self.bytes += self.block;
@@ -189,6 +198,10 @@ impl Tally {
         self.ios += other.ios;
         self.bytes += other.bytes;
         self.latency.merge(&other.latency);
+        self.cpu_start = match (self.cpu_start, other.cpu_start) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         self.last_completion = match (self.last_completion, other.last_completion) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
@@ -206,6 +219,7 @@ impl Tally {
             flush: None,
             latency: self.latency,
             cpu: Duration::ZERO,
+            cpu_start: self.cpu_start,
             interrupted,
         }
     }

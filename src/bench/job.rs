@@ -70,8 +70,10 @@ pub struct Measurement {
     pub flush: Option<Duration>,
     /// Per-I/O completion latency, from submission to completion.
     pub latency: Histogram,
-    /// CPU time this process spent during the job (user + system).
+    /// CPU time this process spent after the ramp (user + system).
     pub cpu: Duration,
+    /// Process CPU time at the end of the ramp, as the engine saw it.
+    pub cpu_start: Option<Duration>,
     /// The run was cut short by Ctrl-C or a termination signal.
     pub interrupted: bool,
 }

@@ -300,6 +300,160 @@ pub fn rfc3339_utc(unix: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::dio::AlignmentSource;
+    use crate::bench::engine::EngineKind;
+    use crate::bench::job::{Direction, Pattern};
+
+    fn result(name: &str, mib_per_s: f64, iops: f64) -> TestResult {
+        TestResult {
+            name: name.to_string(),
+            direction: if name.ends_with("write") {
+                Direction::Write
+            } else {
+                Direction::Read
+            },
+            pattern: Pattern::Random,
+            block_size: 4096,
+            queue_depth: 32,
+            ios: 1000,
+            bytes: 4_096_000,
+            seconds: 1.0,
+            flush_seconds: None,
+            mb_per_s: mib_per_s * 1.048_576,
+            mib_per_s,
+            iops,
+            latency: None,
+            cpu_seconds: 0.01,
+            cpu_us_per_io: Some(10.0),
+        }
+    }
+
+    fn sample(id: &str, unix_time: u64, serial: Option<&str>, path: &str) -> Report {
+        let results = vec![
+            result("SEQ1M Q8 write", 40.0, 40.0),
+            result("SEQ1M Q1 write", 30.0, 30.0),
+            result("RND4K Q32 read", 12.0, 3000.0),
+            result("RND4K Q32 write", 4.0, 1000.0),
+            result("RND4K Q1 read", 8.0, 2000.0),
+            result("RND4K Q1 write", 2.0, 500.0),
+        ];
+        Report {
+            schema: SCHEMA.to_string(),
+            id: id.to_string(),
+            started_at: rfc3339_utc(unix_time),
+            unix_time,
+            duration_seconds: 30.0,
+            tool_version: "0.1.0".into(),
+            machine: MachineInfo {
+                kernel_release: "6.6.31+rpt-rpi-v8".into(),
+                kernel_version: "#1 SMP PREEMPT".into(),
+                arch: "aarch64".into(),
+                pi_model: Some("Raspberry Pi 4 Model B Rev 1.4".into()),
+                throttled: None,
+            },
+            target: TargetInfo {
+                kind: TargetKind::File,
+                path: "/".into(),
+                filesystem: Some("ext4".into()),
+                mountpoint: Some("/".into()),
+                partition: Some(2),
+                device: Some(DeviceIdentity {
+                    name: "sda".into(),
+                    path: path.into(),
+                    vendor: Some("Samsung".into()),
+                    model: Some("Portable SSD T5".into()),
+                    serial: serial.map(str::to_string),
+                    transport: "usb".into(),
+                    size_bytes: 500_107_862_016,
+                    logical_sector_size: 512,
+                    rotational: false,
+                    removable: false,
+                    usb: Some(UsbIdentity {
+                        id: "04e8:61f5".into(),
+                        driver: Some("uas".into()),
+                        speed_mbps: Some(5000),
+                        manufacturer: None,
+                        product: None,
+                    }),
+                }),
+            },
+            engine: EngineChoice {
+                kind: EngineKind::IoUring,
+                fallback_reason: None,
+            },
+            parameters: Parameters {
+                suite: SuiteParams::new(Preset::Standard, None, None),
+                span_bytes: 1 << 30,
+                size_note: None,
+                layout_seconds: Some(3.0),
+                direct_io: DirectIoAlignment {
+                    memory: 4,
+                    offset: 512,
+                    source: AlignmentSource::Statx,
+                },
+                writes: true,
+                destructive: false,
+            },
+            grades: grade(Preset::Standard, &results),
+            results,
+        }
+    }
+
+    #[test]
+    fn reports_round_trip_and_are_found_per_drive() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = sample("1", 100, Some("S1"), "/dev/sda");
+        let moved = sample("2", 200, Some("S1"), "/dev/sdb");
+        let other = sample("3", 150, Some("S2"), "/dev/sda");
+        for report in [&moved, &first, &other] {
+            save(report, dir.path()).unwrap();
+        }
+        std::fs::write(dir.path().join("junk.json"), "{}").unwrap();
+        let all = list(dir.path()).unwrap();
+        let ids: Vec<&str> = all.iter().map(|r| r.report.id.as_str()).collect();
+        assert_eq!(ids, ["1", "3", "2"]);
+        // Floats may differ in the last digit after JSON; identity may not.
+        assert_eq!(all[0].report.target, first.target);
+        assert_eq!(all[0].report.grades.app_class, first.grades.app_class);
+        let drive = first.target.device.as_ref().unwrap();
+        let mine: Vec<String> = for_device(dir.path(), drive)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.report.id)
+            .collect();
+        assert_eq!(mine, ["1", "2"]);
+        assert!(list(&dir.path().join("none")).unwrap().is_empty());
+    }
+
+    #[test]
+    fn other_schemas_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.json");
+        std::fs::write(&path, r#"{"schema": "pimigrate.bench/0"}"#).unwrap();
+        let err = load(&path).unwrap_err().to_string();
+        assert!(err.contains("pimigrate.bench/0"), "{err}");
+    }
+
+    #[test]
+    fn grades_come_from_the_mapped_tests() {
+        let report = sample("1", 100, None, "/dev/sda");
+        let class = report.grades.app_class.as_ref().unwrap();
+        // 40 MiB/s = 40960 KiB/s, 1000 write IOPS, 3000 read IOPS.
+        assert_eq!(class.class, crate::bench::grade::AppClass::A1);
+        let score = report.grades.pibenchmarks.as_ref().unwrap();
+        assert!((score.inputs.dd_write_mb_s - 30.0 * 1.048_576).abs() < 1e-9);
+        assert_eq!(score.inputs.fio_rand_write_iops, 1000.0);
+        assert_eq!(score.inputs.iozone_rand_write_kib_s, 2048.0);
+        let reads_only: Vec<TestResult> = report
+            .results
+            .iter()
+            .filter(|r| r.direction == Direction::Read)
+            .cloned()
+            .collect();
+        let grades = grade(Preset::Standard, &reads_only);
+        assert!(grades.app_class.is_none() && grades.pibenchmarks.is_none());
+        assert_eq!(grades.notes.len(), 2);
+    }
 
     #[test]
     fn formats_utc_times() {

@@ -23,6 +23,12 @@ pub struct RunOptions {
     /// --size as given; `None` means the preset's default.
     pub size_given: Option<u64>,
     pub engine: EngineChoice,
+    /// --test: run only these tests (names as in the report, any case,
+    /// spaces optional); empty runs them all.
+    pub only: Vec<String>,
+    /// Run on this existing file instead of a fresh test file: it is
+    /// neither laid out nor removed. For comparing with fio on one file.
+    pub existing_file: Option<std::path::PathBuf>,
 }
 
 pub enum RunOutcome {
@@ -53,13 +59,19 @@ pub fn run_target(
     let wall_start = SystemTime::now();
     let started = Instant::now();
     let prepared = match target.kind {
-        TargetKind::File => prepare_file(target, options, ui, interrupted)?,
+        TargetKind::File => match &options.existing_file {
+            Some(path) => prepare_existing_file(path, options)?,
+            None => prepare_file(target, options, ui, interrupted)?,
+        },
         TargetKind::Device => prepare_device(target, options)?,
     };
     let Some(prepared) = prepared else {
         return Ok(RunOutcome::Interrupted(Vec::new()));
     };
-    let jobs = options.params.jobs(prepared.span, target.writes_allowed());
+    let jobs = suite::select(
+        options.params.jobs(prepared.span, target.writes_allowed()),
+        &options.only,
+    )?;
     for job in &jobs {
         prepared
             .alignment
@@ -152,6 +164,36 @@ fn prepare_file(
         size_note: sizing.note.clone(),
         layout_seconds: Some(layout.as_secs_f64()),
         _test_file: Some(test),
+    }))
+}
+
+fn prepare_existing_file(path: &Path, options: &RunOptions) -> Result<Option<Prepared>> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+        .with_context(|| format!("{}: opening the file to benchmark", path.display()))?;
+    let length = file
+        .metadata()
+        .with_context(|| format!("{}: reading its size", path.display()))?
+        .len();
+    let span = options.size_given.unwrap_or(length).min(length) / MIB * MIB;
+    if span < testfile::MIN_TEST_FILE {
+        anyhow::bail!(
+            "{}: the file is smaller than {}; give a larger one",
+            path.display(),
+            crate::units::binary(testfile::MIN_TEST_FILE)
+        );
+    }
+    let alignment = dio::alignment(&file, path, false)?;
+    Ok(Some(Prepared {
+        file,
+        span,
+        alignment,
+        size_note: Some(format!("existing file {}", path.display())),
+        layout_seconds: None,
+        _test_file: None,
     }))
 }
 

@@ -134,6 +134,33 @@ impl SuiteParams {
     }
 }
 
+/// Keeps the jobs named in `only` (all when empty). Names match ignoring
+/// case, spaces, dashes and underscores: `rnd4k-q32-read`.
+pub fn select(jobs: Vec<JobSpec>, only: &[String]) -> Result<Vec<JobSpec>> {
+    if only.is_empty() {
+        return Ok(jobs);
+    }
+    let key = |name: &str| -> String {
+        name.chars()
+            .filter(char::is_ascii_alphanumeric)
+            .map(|c| c.to_ascii_lowercase())
+            .collect()
+    };
+    for wanted in only {
+        if !jobs.iter().any(|j| key(&j.name) == key(wanted)) {
+            let names: Vec<&str> = jobs.iter().map(|j| j.name.as_str()).collect();
+            anyhow::bail!(
+                "--test {wanted}: no such test in this run; the tests are: {}",
+                names.join(", ")
+            );
+        }
+    }
+    Ok(jobs
+        .into_iter()
+        .filter(|j| only.iter().any(|w| key(w) == key(&j.name)))
+        .collect())
+}
+
 /// Parses --runtime: seconds, fractions allowed, at most an hour.
 pub fn parse_runtime(text: &str) -> Result<f64, String> {
     let seconds: f64 = text
@@ -284,6 +311,16 @@ mod tests {
     }
 
     #[test]
+    fn tests_are_selected_by_loose_names() {
+        let params = SuiteParams::new(Preset::Standard, None, None);
+        let picked = select(params.jobs(GIB, true), &["rnd4k-q32_READ".to_string()]).unwrap();
+        assert_eq!(picked.len(), 1);
+        assert_eq!(picked[0].name, "RND4K Q32 read");
+        let err = select(params.jobs(GIB, false), &["RND4K Q1 write".to_string()]).unwrap_err();
+        assert!(err.to_string().contains("SEQ1M Q8 read"), "{err}");
+    }
+
+    #[test]
     fn short_runtimes_get_short_ramps() {
         let params = SuiteParams::new(Preset::Standard, Some(1.0), None);
         assert!((params.ramp_seconds - 0.2).abs() < 1e-9);
@@ -301,6 +338,7 @@ mod tests {
             flush: None,
             latency,
             cpu: Duration::from_millis(10),
+            cpu_start: None,
             interrupted: false,
         };
         let r = TestResult::from_measurement(spec, &m);

@@ -85,6 +85,12 @@ mod imp {
                     break;
                 }
                 in_flight += 1;
+                // Hand each I/O to the kernel at once, as fio does by
+                // default (iodepth_batch=1): batching the refills of a
+                // whole completion burst leaves the device idle meanwhile
+                // and costs about a tenth of the IOPS at queue depth 32.
+                // An error here shows again at the wait below.
+                let _ = ring.submit();
             }
             if in_flight == 0 {
                 break;

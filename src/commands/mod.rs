@@ -1,5 +1,6 @@
 //! One function per subcommand: build the host, read the system, print.
 
+pub mod bench;
 pub mod devices;
 pub mod plan;
 
@@ -18,6 +19,7 @@ pub fn run(cli: &Cli) -> Result<u8> {
     match &cli.command {
         Command::Devices(args) => devices::run(cli, args, &host),
         Command::Plan(args) => plan::run(cli, args, &host),
+        Command::Bench(args) => bench::run(cli, args, &host),
     }
 }
 
