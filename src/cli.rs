@@ -58,6 +58,35 @@ pub enum Command {
     Plan(PlanArgs),
     /// Measure a disk, partition or directory (fio-style tests, A1 grade); keeps a report.
     Bench(BenchArgs),
+    /// Move the system: the same plan as `plan`, confirmed, then applied.
+    Migrate(MigrateArgs),
+    /// Undo a migration's changes to the SD card's boot files, so it boots as before.
+    Rollback(RollbackArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    #[command(flatten)]
+    pub plan: PlanArgs,
+
+    /// Do not ask: for scripts and fleets (an explicit --target is still required).
+    #[arg(long)]
+    pub yes: bool,
+
+    /// Carry on with an interrupted migration, from its journal.
+    #[arg(long)]
+    pub resume: bool,
+
+    /// Reboot when done (into the trial boot, when there is one).
+    #[arg(long)]
+    pub reboot: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RollbackArgs {
+    /// Do not ask.
+    #[arg(long)]
+    pub yes: bool,
 }
 
 #[derive(Debug, Args)]
@@ -69,9 +98,10 @@ pub struct DevicesArgs {
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {
-    /// The whole disk to move the system to, e.g. /dev/sda or /dev/nvme0n1.
+    /// The whole disk to move the system to, e.g. /dev/sda or /dev/nvme0n1
+    /// (required, except for `migrate --resume`, which takes it from the journal).
     #[arg(long, value_name = "DEV")]
-    pub target: PathBuf,
+    pub target: Option<PathBuf>,
 
     /// root-only: only / moves, the SD card keeps booting (every Pi).
     /// full: boot and root move, the SD card can come out (Pi 4/5, 3B+).
@@ -106,6 +136,11 @@ pub struct PlanArgs {
     /// Change cmdline.txt directly, without a trial boot (same as --trial never).
     #[arg(long, conflicts_with = "trial")]
     pub no_trial: bool,
+
+    /// Compare file contents in the copy's second pass, not only size and
+    /// modification time (slower).
+    #[arg(long)]
+    pub checksum: bool,
 
     /// Use this MBR disk signature (8 hex digits) instead of a random one.
     #[arg(long, value_name = "HEX", value_parser = parse_hex_u32, hide_short_help = true)]

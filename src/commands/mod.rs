@@ -2,7 +2,9 @@
 
 pub mod bench;
 pub mod devices;
+pub mod migrate;
 pub mod plan;
+pub mod rollback;
 
 use crate::cli::{Cli, Command};
 use crate::host::Host;
@@ -20,6 +22,8 @@ pub fn run(cli: &Cli) -> Result<u8> {
         Command::Devices(args) => devices::run(cli, args, &host),
         Command::Plan(args) => plan::run(cli, args, &host),
         Command::Bench(args) => bench::run(cli, args, &host),
+        Command::Migrate(args) => migrate::run(cli, args, &host),
+        Command::Rollback(args) => rollback::run(cli, args, &host),
     }
 }
 

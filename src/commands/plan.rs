@@ -19,9 +19,25 @@ struct RefusalOutput<'a> {
 
 pub const REFUSAL_SCHEMA: &str = "pimigrate.refusal/1";
 
+/// `--target`, which clap cannot require for `migrate --resume` alone.
+pub fn required_target(args: &PlanArgs) -> std::path::PathBuf {
+    match &args.target {
+        Some(target) => target.clone(),
+        None => {
+            use clap::CommandFactory;
+            Cli::command()
+                .error(
+                    clap::error::ErrorKind::MissingRequiredArgument,
+                    "--target DEV is required",
+                )
+                .exit()
+        }
+    }
+}
+
 pub fn options_from(args: &PlanArgs) -> Options {
     Options {
-        target: args.target.clone(),
+        target: required_target(args),
         layout: args.layout,
         table: args.table,
         boot_size: args.boot_size,
@@ -34,6 +50,7 @@ pub fn options_from(args: &PlanArgs) -> Options {
         } else {
             args.trial
         },
+        checksum: args.checksum,
     }
 }
 
@@ -83,7 +100,7 @@ pub fn run(cli: &Cli, args: &PlanArgs, host: &Host) -> Result<u8> {
 
 /// A spinner on stderr while the source is scanned; none for scripts
 /// (`--json`, `-q`, or stderr not a terminal).
-fn scan_spinner(cli: &Cli) -> Option<indicatif::ProgressBar> {
+pub fn scan_spinner(cli: &Cli) -> Option<indicatif::ProgressBar> {
     use std::io::IsTerminal;
     if cli.json || cli.quiet || !std::io::stderr().is_terminal() {
         return None;

@@ -142,6 +142,9 @@ pub struct CopyPlan {
     pub files: u64,
     pub directories: u64,
     pub space: SpaceCheck,
+    /// The second pass compares file contents, not only size and mtime.
+    #[serde(default)]
+    pub checksum: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -54,6 +54,9 @@ pub struct Options {
     /// Use this MBR disk signature instead of a random one.
     pub disk_signature: Option<u32>,
     pub trial: TrialChoice,
+    /// The copy's second pass compares contents of files whose size and
+    /// mtime did not change (slower; catches in-place rewrites).
+    pub checksum: bool,
 }
 
 impl Options {
@@ -68,6 +71,7 @@ impl Options {
             seed: None,
             disk_signature: None,
             trial: TrialChoice::Auto,
+            checksum: false,
         }
     }
 }

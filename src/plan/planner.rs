@@ -182,6 +182,7 @@ pub fn plan_with_progress(
             files: scan.files,
             directories: scan.directories,
             space,
+            checksum: options.checksum,
         },
         boot_copy,
         edits,

@@ -1,0 +1,369 @@
+//! Applies a plan, one journaled step at a time. The only code that writes.
+//!
+//! Order is what keeps the source safe: everything happens on the target
+//! first; the source's boot files change last, atomically, after a backup,
+//! so an interruption at any point leaves a Pi that boots as before.
+
+use super::journal::{Journal, Step};
+use super::loopparts::PartitionLoops;
+use super::mount::{bind_read_only, mount_device, Mounted};
+use super::reread::{reread_partition_table, wait_for_partitions, ReReadOutcome};
+use super::{atomic, table, wipe};
+use crate::host::Host;
+use crate::plan::planner::{tryboot_contents, TRIAL_CMDLINE};
+use crate::plan::{edits, EditSite, FileEdit, PartitionRole, Plan, TargetIdentity};
+use crate::system::disks::Transport;
+use crate::system::System;
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// What the executor tells the user about, and how it learns of Ctrl-C.
+pub struct ApplyContext<'a> {
+    pub cancel: &'a AtomicBool,
+    /// A new step begins.
+    pub step: &'a dyn Fn(&str),
+    /// The copy's progress: bytes and files so far.
+    pub copy_progress: &'a dyn Fn(u64, u64),
+}
+
+impl ApplyContext<'_> {
+    fn check_cancel(&self) -> Result<()> {
+        if self.cancel.load(Ordering::SeqCst) {
+            bail!("interrupted; the source is unchanged. `pimigrate migrate --resume` carries on, `pimigrate rollback` undoes");
+        }
+        Ok(())
+    }
+}
+
+/// How long the kernel and udev get to create partition devices.
+const PARTITION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Applies `plan` (a fresh journal), or carries on with `journal` (resume).
+pub fn apply(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<Journal> {
+    let host = &system.host;
+    let state_dir = host.path(&host.state_dir);
+    let _lock = lock_state_dir(&state_dir)?;
+    let mut journal = journal;
+    let plan = journal.plan.clone();
+    journal.save(&state_dir)?;
+    check_identity(system, &plan.target)?;
+    ctx.check_cancel()?;
+
+    let devices = partition_and_format(&plan, &mut journal, &state_dir, ctx)?;
+    ctx.check_cancel()?;
+
+    let root_device = device_for(&plan, &devices, PartitionRole::Root)?;
+    let target_root = mount_device(&root_device, "ext4", "target-root")?;
+    if !journal.is_done(Step::Copied) {
+        (ctx.step)("copying the root filesystem");
+        let source = bind_read_only(&host.path(&journal.source_root), "source-root")?;
+        super::copy_root::copy_root(source.path(), target_root.path(), &plan, ctx)?;
+        source.unmount()?;
+        journal.mark(Step::Copied, &state_dir)?;
+    }
+    ctx.check_cancel()?;
+
+    let target_boot = match &plan.boot_copy {
+        Some(_) => {
+            let boot_device = device_for(&plan, &devices, PartitionRole::Boot)?;
+            let mounted = mount_device(&boot_device, "vfat", "target-boot")?;
+            if !journal.is_done(Step::BootFilesCopied) {
+                (ctx.step)("copying the boot files to the new boot partition");
+                copy_boot_files(&host.path(&journal.boot_dir), mounted.path())?;
+                journal.mark(Step::BootFilesCopied, &state_dir)?;
+            }
+            Some(mounted)
+        }
+        None => None,
+    };
+
+    if !journal.is_done(Step::TargetEdited) {
+        (ctx.step)("editing fstab (and cmdline.txt) on the target");
+        for edit in plan.edits.iter().filter(|e| e.site != EditSite::SourceBoot) {
+            let root = match edit.site {
+                EditSite::TargetBoot => target_boot.as_ref().map(Mounted::path),
+                _ => Some(target_root.path()),
+            }
+            .context("the plan edits a target boot partition it does not have")?;
+            edit_in_place(root, edit)?;
+        }
+        journal.mark(Step::TargetEdited, &state_dir)?;
+    }
+    copy_journal_to_target(&journal, target_root.path())?;
+    nix::unistd::sync();
+    if let Some(boot) = target_boot {
+        boot.unmount()?;
+    }
+    target_root.unmount()?;
+    drop(devices);
+    ctx.check_cancel()?;
+
+    if !journal.is_done(Step::SourceBootEdited) {
+        if let Some(edit) = plan.edits.iter().find(|e| e.site == EditSite::SourceBoot) {
+            (ctx.step)("updating the SD card's boot files (last, atomically, after a backup)");
+            edit_source_boot(host, &mut journal, edit, &plan)?;
+        }
+        journal.mark(Step::SourceBootEdited, &state_dir)?;
+    }
+    Ok(journal)
+}
+
+/// One pimigrate at a time: an exclusive lock in the state directory.
+fn lock_state_dir(state_dir: &Path) -> Result<nix::fcntl::Flock<std::fs::File>> {
+    std::fs::create_dir_all(state_dir)
+        .with_context(|| format!("creating {}", state_dir.display()))?;
+    let path = state_dir.join("lock");
+    let file =
+        std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        .map_err(|(_, err)| err)
+        .with_context(|| format!("another pimigrate is running (it holds {})", path.display()))
+}
+
+/// Right before the first write: is the target still the disk the user saw?
+fn check_identity(system: &System, planned: &TargetIdentity) -> Result<()> {
+    let now = System::inspect(&system.host).context("reading the disks again before writing")?;
+    let Some(disk) = now.disks.iter().find(|d| d.devno == planned.devno) else {
+        bail!("{} is gone; nothing was written", planned.path.display());
+    };
+    let same = disk.size_bytes == planned.size_bytes
+        && disk.model == planned.model
+        && disk.serial == planned.serial
+        && disk.path == planned.path;
+    if !same {
+        bail!(
+            "{} is no longer the disk in the plan (was {} {:?} serial {:?}, now {} {:?} serial {:?}); \
+             nothing was written: make the plan again",
+            planned.path.display(),
+            planned.size_bytes,
+            planned.model,
+            planned.serial,
+            disk.size_bytes,
+            disk.model,
+            disk.serial
+        );
+    }
+    Ok(())
+}
+
+/// Partition devices, from the kernel or attached by hand for a loop target.
+enum PartitionDevices {
+    Kernel(Vec<PathBuf>),
+    Loops(PartitionLoops),
+}
+
+impl PartitionDevices {
+    fn paths(&self) -> Vec<PathBuf> {
+        match self {
+            PartitionDevices::Kernel(paths) => paths.clone(),
+            PartitionDevices::Loops(loops) => loops.devices().to_vec(),
+        }
+    }
+}
+
+fn device_for(plan: &Plan, devices: &PartitionDevices, role: PartitionRole) -> Result<PathBuf> {
+    let index = plan
+        .table
+        .partitions
+        .iter()
+        .position(|p| p.role == role)
+        .with_context(|| format!("the plan has no {role:?} partition"))?;
+    devices
+        .paths()
+        .get(index)
+        .cloned()
+        .context("a partition device is missing")
+}
+
+fn partition_and_format(
+    plan: &Plan,
+    journal: &mut Journal,
+    state_dir: &Path,
+    ctx: &ApplyContext,
+) -> Result<PartitionDevices> {
+    let target = &plan.target;
+    // O_EXCL: the kernel refuses if anything mounted or holds the disk.
+    let disk = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(nix::libc::O_EXCL)
+            .open(&target.path)
+            .with_context(|| {
+                format!(
+                    "opening {} for writing (is something using it?)",
+                    target.path.display()
+                )
+            })?
+    };
+    // udev keeps away from a disk while its node is flock'ed.
+    let mut disk = nix::fcntl::Flock::lock(disk, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, err)| err)
+        .with_context(|| format!("locking {}", target.path.display()))?;
+    let ss = u64::from(plan.table.sector_size);
+    if !journal.is_done(Step::Partitioned) {
+        (ctx.step)(&format!(
+            "writing a new {} partition table to {}",
+            plan.table.kind,
+            target.path.display()
+        ));
+        let starts: Vec<u64> = plan
+            .table
+            .partitions
+            .iter()
+            .map(|p| p.start_sector * ss)
+            .collect();
+        wipe::wipe_signatures(&disk, target.size_bytes, &starts)?;
+        table::write_table(&mut *disk, &plan.table, target.size_bytes)?;
+        disk.sync_all()
+            .with_context(|| format!("flushing {}", target.path.display()))?;
+        journal.mark(Step::Partitioned, state_dir)?;
+    }
+    let devices = match reread_partition_table(&disk, &target.path)? {
+        ReReadOutcome::Done => {
+            let sys_disk = Path::new("/sys/class/block").join(&target.name);
+            let numbers: Vec<u32> = plan.table.partitions.iter().map(|p| p.number).collect();
+            PartitionDevices::Kernel(wait_for_partitions(&sys_disk, &numbers, PARTITION_TIMEOUT)?)
+        }
+        ReReadOutcome::NotSupported if target.transport == Transport::Virtual => {
+            let ranges: Vec<(u64, u64)> = plan
+                .table
+                .partitions
+                .iter()
+                .map(|p| (p.start_sector * ss, p.size_bytes))
+                .collect();
+            PartitionDevices::Loops(PartitionLoops::attach(&target.path, &ranges)?)
+        }
+        ReReadOutcome::NotSupported => bail!(
+            "{} does not take a partition table (the kernel refused to read one)",
+            target.path.display()
+        ),
+    };
+    if !journal.is_done(Step::Formatted) {
+        for (mkfs, device) in plan.filesystems.iter().zip(devices.paths()) {
+            (ctx.step)(&format!("creating {} on {}", mkfs.fstype, device.display()));
+            run_mkfs(&mkfs.command, &device)?;
+        }
+        journal.mark(Step::Formatted, state_dir)?;
+    }
+    drop(disk);
+    Ok(devices)
+}
+
+/// Runs a planned mkfs command with the partition's device put in.
+fn run_mkfs(command: &[String], device: &Path) -> Result<()> {
+    let (program, args) = command.split_first().context("an empty mkfs command")?;
+    let Some(path) = crate::tools::which(program) else {
+        bail!(
+            "{program} is not installed: sudo apt install {}",
+            crate::tools::package_for(program)
+        );
+    };
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| a.replace("{partition}", &device.to_string_lossy()))
+        .collect();
+    let output = std::process::Command::new(&path)
+        .args(&args)
+        .output()
+        .with_context(|| format!("running {program}"))?;
+    if !output.status.success() {
+        bail!(
+            "`{program} {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+/// The boot partition holds plain files on FAT (no owners, links or
+/// xattrs to keep), which fs_extra copies well.
+fn copy_boot_files(from: &Path, to: &Path) -> Result<()> {
+    let options = fs_extra::dir::CopyOptions::new()
+        .content_only(true)
+        .overwrite(true);
+    fs_extra::dir::copy(from, to, &options)
+        .map(|_| ())
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .with_context(|| {
+            format!(
+                "copying the boot files from {} to {}",
+                from.display(),
+                to.display()
+            )
+        })
+}
+
+/// Applies an edit to a file on a filesystem mounted at `root`, keeping the
+/// original next to it.
+fn edit_in_place(root: &Path, edit: &FileEdit) -> Result<()> {
+    let inside = |p: &Path| root.join(p.strip_prefix("/").unwrap_or(p));
+    let file = inside(&edit.file);
+    let current = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+    let edited = edits::apply(&current, &edit.operations)
+        .map_err(|e| anyhow::anyhow!(e))
+        .with_context(|| format!("editing {}", file.display()))?;
+    if let Some(backup) = &edit.backup {
+        atomic::backup(&file, &inside(backup))?;
+    }
+    atomic::replace(&inside(&edit.output), &edited)
+}
+
+/// The last step of a root-only move: a trial boot's files, or the new
+/// cmdline.txt itself.
+fn edit_source_boot(
+    host: &Host,
+    journal: &mut Journal,
+    edit: &FileEdit,
+    plan: &Plan,
+) -> Result<()> {
+    let boot = host.path(&journal.boot_dir);
+    let inside = |p: &Path| boot.join(p.strip_prefix("/").unwrap_or(p));
+    let current = std::fs::read(inside(&edit.file))
+        .with_context(|| format!("reading {}", inside(&edit.file).display()))?;
+    let edited = edits::apply(&current, &edit.operations).map_err(|e| anyhow::anyhow!(e))?;
+    if let Some(trial) = &plan.trial_boot {
+        let config = std::fs::read(boot.join("config.txt")).context("reading config.txt")?;
+        let tryboot = tryboot_contents(&config).map_err(|e| anyhow::anyhow!(e))?;
+        atomic::replace(&inside(Path::new(TRIAL_CMDLINE)), &edited)?;
+        journal
+            .created
+            .push(journal.boot_dir.join(TRIAL_CMDLINE.trim_start_matches('/')));
+        let tryboot_path = inside(&trial.tryboot_file);
+        if let Some(backup) = &trial.backup {
+            atomic::backup(&tryboot_path, &inside(backup))?;
+            journal
+                .backups
+                .insert(trial.tryboot_file.clone(), backup.clone());
+        } else {
+            journal.created.push(
+                journal.boot_dir.join(
+                    trial
+                        .tryboot_file
+                        .strip_prefix("/")
+                        .unwrap_or(&trial.tryboot_file),
+                ),
+            );
+        }
+        atomic::replace(&tryboot_path, &tryboot)?;
+    } else {
+        if let Some(backup) = &edit.backup {
+            atomic::backup(&inside(&edit.file), &inside(backup))?;
+            journal.backups.insert(edit.file.clone(), backup.clone());
+        }
+        atomic::replace(&inside(&edit.output), &edited)?;
+    }
+    Ok(())
+}
+
+/// The journal goes along to the new system, so `rollback` and `verify`
+/// work from there too.
+fn copy_journal_to_target(journal: &Journal, target_root: &Path) -> Result<()> {
+    let dir = target_root.join("var/lib/pimigrate");
+    let mut copy = journal.clone();
+    copy.save(&dir)
+}

@@ -1,0 +1,324 @@
+//! `pimigrate migrate` and `rollback` end to end on this machine: a Pi-like
+//! root tree copied onto a sparse loop-device "SSD" with a real partition
+//! table and real ext4. (Booting the result is the testbed's job.)
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+struct Setup {
+    tree: tempfile::TempDir,
+    state: tempfile::TempDir,
+    image: PathBuf,
+    device: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Setup {
+    fn new() -> Setup {
+        let tree = tempfile::Builder::new()
+            .prefix("pimigrate-src")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        for part in ["etc", "boot", "var", "home", "usr", "tmp"] {
+            let status = Command::new("cp")
+                .arg("-a")
+                .arg(fixture("pi4").join(part))
+                .arg(tree.path())
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
+        // A few things a root filesystem has that plain copies lose.
+        std::os::unix::fs::symlink("../usr/bin/hello", tree.path().join("etc/hello-link")).unwrap();
+        std::fs::hard_link(
+            tree.path().join("usr/bin/hello"),
+            tree.path().join("home/pi/hello-hardlink"),
+        )
+        .unwrap();
+        std::os::unix::fs::chown(
+            tree.path().join("home/pi/notes.txt"),
+            Some(1000),
+            Some(1000),
+        )
+        .unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("pimigrate-target")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        let image = dir.path().join("ssd.img");
+        std::fs::File::create(&image)
+            .unwrap()
+            .set_len(1 << 30)
+            .unwrap();
+        let output = Command::new("losetup")
+            .args(["-f", "--show"])
+            .arg(&image)
+            .output()
+            .unwrap();
+        assert!(output.status.success());
+        let device = String::from_utf8(output.stdout).unwrap().trim().to_string();
+        Setup {
+            tree,
+            state: tempfile::tempdir().unwrap(),
+            image,
+            device,
+            _dir: dir,
+        }
+    }
+
+    fn boot(&self) -> PathBuf {
+        self.tree.path().join("boot/firmware")
+    }
+
+    fn run(&self, args: &[&str]) -> std::process::Output {
+        pimigrate()
+            .arg("--source-root")
+            .arg(self.tree.path())
+            .arg("--boot-dir")
+            .arg(self.boot())
+            .arg("--state-dir")
+            .arg(self.state.path())
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// Mounts partition 1 of the target by its offset (this kernel may have
+    /// no partition devices) and runs `check` on it.
+    fn inspect_root(&self, start_sector: u64, check: impl FnOnce(&Path)) {
+        let output = Command::new("losetup")
+            .args([
+                "-f",
+                "--show",
+                "-r",
+                "-o",
+                &(start_sector * 512).to_string(),
+            ])
+            .arg(&self.image)
+            .output()
+            .unwrap();
+        let part = String::from_utf8(output.stdout).unwrap().trim().to_string();
+        let mnt = tempfile::tempdir().unwrap();
+        assert!(Command::new("mount")
+            .args(["-o", "ro", &part])
+            .arg(mnt.path())
+            .status()
+            .unwrap()
+            .success());
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(mnt.path())));
+        let _ = Command::new("umount").arg(mnt.path()).status();
+        let _ = Command::new("losetup").args(["-d", &part]).status();
+        if let Err(panic) = result {
+            std::panic::resume_unwind(panic);
+        }
+    }
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").args(["-d", &self.device]).status();
+    }
+}
+
+fn migrated(output: &std::process::Output) -> Value {
+    assert_eq!(
+        exit_code(output),
+        0,
+        "migrate failed:\n{}\n{}",
+        stdout(output),
+        stderr(output)
+    );
+    let value = json(output);
+    assert_eq!(value["schema"], "pimigrate.migrate/1");
+    value
+}
+
+#[test]
+fn a_root_only_move_copies_everything_and_switches_cmdline_last() {
+    if !require_root("migrating to a loop device") {
+        return;
+    }
+    let setup = Setup::new();
+    let cmdline_before = std::fs::read(setup.boot().join("cmdline.txt")).unwrap();
+    let out = migrated(&setup.run(&[
+        "--json",
+        "migrate",
+        "--target",
+        &setup.device,
+        "--yes",
+        "--trial",
+        "never",
+    ]));
+    assert_eq!(out["status"], "migrated");
+    let plan = &out["journal"]["plan"];
+    let root = &plan["table"]["partitions"][0];
+    let partuuid = root["partuuid"].as_str().unwrap().to_string();
+    let fs_uuid = plan["filesystems"][0]["uuid"].as_str().unwrap().to_string();
+
+    // The SD card's cmdline.txt points at the new root, and its old self is kept.
+    let cmdline = std::fs::read_to_string(setup.boot().join("cmdline.txt")).unwrap();
+    assert!(
+        cmdline.contains(&format!("root=PARTUUID={partuuid} ")),
+        "{cmdline}"
+    );
+    assert_eq!(
+        std::fs::read(setup.boot().join("cmdline.txt.pimigrate-backup")).unwrap(),
+        cmdline_before
+    );
+
+    // The table on the disk is the planned one.
+    let devices = json(
+        &pimigrate()
+            .args(["devices", "--all", "--json"])
+            .output()
+            .unwrap(),
+    );
+    let disk = devices["disks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["path"] == setup.device.as_str())
+        .unwrap();
+    assert_eq!(disk["disk_id"], plan["table"]["disk_id"]);
+    assert_eq!(disk["partitions"][0]["partuuid"], partuuid.as_str());
+    assert_eq!(disk["partitions"][0]["uuid"], fs_uuid.as_str());
+    assert_eq!(disk["partitions"][0]["fstype"], "ext4");
+
+    let tree = setup.tree.path().to_path_buf();
+    setup.inspect_root(root["start_sector"].as_u64().unwrap(), |mnt| {
+        let fstab = std::fs::read_to_string(mnt.join("etc/fstab")).unwrap();
+        assert!(
+            fstab.contains(&format!("PARTUUID={partuuid}  /               ext4")),
+            "{fstab}"
+        );
+        assert!(mnt.join("etc/fstab.pimigrate-backup").exists());
+        assert!(
+            mnt.join("var/lib/pimigrate/migration.json").exists(),
+            "the journal travels along"
+        );
+        // rsync, the reference, finds nothing else to do.
+        let output = Command::new("rsync")
+            .args(["-naHAXc", "--itemize-changes", "--numeric-ids"])
+            .arg(format!("{}/", tree.display()))
+            .arg(format!("{}/", mnt.display()))
+            .output()
+            .expect("rsync is needed to check the copy");
+        let listing = String::from_utf8_lossy(&output.stdout);
+        let unexpected: Vec<&str> = listing
+            .lines()
+            .filter(|line| {
+                let path = line.split_whitespace().nth(1).unwrap_or("");
+                // Left out on purpose (boot files not on a mounted partition,
+                // swap, /tmp contents) or changed on purpose (fstab and the
+                // directories the migration wrote into).
+                !(path.starts_with("boot/firmware/")
+                    || ["var/swap", "tmp/scratch", "etc/fstab", "etc/", "var/lib/"].contains(&path))
+            })
+            .collect();
+        assert!(unexpected.is_empty(), "rsync finds differences:\n{listing}");
+        let meta = std::fs::symlink_metadata(mnt.join("etc/hello-link")).unwrap();
+        assert!(meta.file_type().is_symlink());
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(
+            std::fs::metadata(mnt.join("home/pi/notes.txt"))
+                .unwrap()
+                .uid(),
+            1000
+        );
+        assert_eq!(
+            std::fs::metadata(mnt.join("usr/bin/hello")).unwrap().ino(),
+            std::fs::metadata(mnt.join("home/pi/hello-hardlink"))
+                .unwrap()
+                .ino()
+        );
+    });
+
+    // Running it again changes nothing.
+    let again = migrated(&setup.run(&["--json", "migrate", "--target", &setup.device, "--yes"]));
+    assert_eq!(again["status"], "pending-reboot");
+
+    // Rollback puts the SD card back as it was.
+    let output = setup.run(&["rollback", "--yes"]);
+    assert_eq!(exit_code(&output), 0, "{}", stderr(&output));
+    assert_eq!(
+        std::fs::read(setup.boot().join("cmdline.txt")).unwrap(),
+        cmdline_before
+    );
+    assert!(!setup.boot().join("cmdline.txt.pimigrate-backup").exists());
+}
+
+#[test]
+fn a_trial_boot_leaves_cmdline_txt_alone_and_rollback_removes_its_files() {
+    if !require_root("migrating to a loop device") {
+        return;
+    }
+    let setup = Setup::new();
+    let before: Vec<(String, Vec<u8>)> = boot_files(&setup.boot());
+    let out = migrated(&setup.run(&[
+        "--json",
+        "migrate",
+        "--target",
+        &setup.device,
+        "--yes",
+        "--trial",
+        "always",
+    ]));
+    let partuuid = out["journal"]["plan"]["table"]["partitions"][0]["partuuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        std::fs::read(setup.boot().join("cmdline.txt")).unwrap(),
+        before.iter().find(|(n, _)| n == "cmdline.txt").unwrap().1
+    );
+    let trial = std::fs::read_to_string(setup.boot().join("cmdline.pimigrate.txt")).unwrap();
+    assert!(
+        trial.contains(&format!("root=PARTUUID={partuuid} ")),
+        "{trial}"
+    );
+    let tryboot = std::fs::read_to_string(setup.boot().join("tryboot.txt")).unwrap();
+    assert!(
+        tryboot.ends_with("cmdline=cmdline.pimigrate.txt\n"),
+        "{tryboot}"
+    );
+    let output = setup.run(&["rollback", "--yes"]);
+    assert_eq!(exit_code(&output), 0, "{}", stderr(&output));
+    assert_eq!(
+        boot_files(&setup.boot()),
+        before,
+        "the boot files are exactly as before"
+    );
+}
+
+#[test]
+fn migrate_without_yes_off_a_terminal_writes_nothing() {
+    if !require_root("migrating to a loop device") {
+        return;
+    }
+    let setup = Setup::new();
+    let output = setup.run(&["migrate", "--target", &setup.device]);
+    assert_eq!(exit_code(&output), 1);
+    assert!(stderr(&output).contains("--yes"), "{}", stderr(&output));
+    let mut head = vec![0u8; 1 << 20];
+    std::io::Read::read_exact(&mut std::fs::File::open(&setup.image).unwrap(), &mut head).unwrap();
+    assert!(head.iter().all(|&b| b == 0));
+}
+
+fn boot_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect();
+    files.sort();
+    files
+}
