@@ -28,7 +28,8 @@ if [[ $(id -u) != 0 ]]; then
 fi
 
 ensure_build_tools
-ensure_packages mkfs.ext4=e2fsprogs losetup=mount mkfs.vfat=dosfstools mcopy=mtools sfdisk=fdisk
+ensure_packages mkfs.ext4=e2fsprogs losetup=mount mkfs.vfat=dosfstools mcopy=mtools sfdisk=fdisk \
+    rsync=rsync setfacl=acl getfattr=attr setcap=libcap2-bin fio=fio
 
 passed=0 failed=0
 log=$(mktemp)
