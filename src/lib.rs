@@ -9,6 +9,7 @@ pub mod bootcfg;
 pub mod cli;
 pub mod commands;
 pub mod copy;
+pub mod failpoint;
 pub mod host;
 pub mod plan;
 pub mod system;

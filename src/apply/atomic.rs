@@ -43,6 +43,7 @@ pub fn backup(path: &Path, backup: &Path) -> Result<()> {
         std::fs::read(path).with_context(|| format!("reading {} to back it up", path.display()))?;
     let temp = temp_name(backup);
     write_synced(&temp, &bytes)?;
+    crate::failpoint::hit("backup-after-temp");
     std::fs::rename(&temp, backup)
         .with_context(|| format!("renaming {} to {}", temp.display(), backup.display()))?;
     sync_dir(backup.parent().unwrap_or(Path::new(".")))
@@ -56,8 +57,10 @@ pub fn replace(path: &Path, bytes: &[u8]) -> Result<()> {
         // FAT has no permissions to keep; ignore what it cannot do.
         let _ = std::fs::set_permissions(&temp, meta.permissions());
     }
+    crate::failpoint::hit("atomic-after-temp");
     std::fs::rename(&temp, path)
         .with_context(|| format!("renaming {} over {}", temp.display(), path.display()))?;
+    crate::failpoint::hit("atomic-after-rename");
     sync_dir(path.parent().unwrap_or(Path::new(".")))
 }
 

@@ -23,6 +23,7 @@ pub fn copy_root(
     };
     let progress = |stats: &CopyStats| (ctx.copy_progress)(stats.bytes, stats.files);
     copy_tree(source, target, &options, ctx.cancel, &progress)?;
+    crate::failpoint::hit("after-first-pass");
     // A live system changes while it is copied: catch up with it.
     (ctx.step)("second pass: files that changed during the copy");
     let stats = second_pass(source, target, &options, ctx.cancel, &progress)?;

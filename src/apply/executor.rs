@@ -45,6 +45,7 @@ pub fn apply(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<Jo
     let host = &system.host;
     let state_dir = host.path(&host.state_dir);
     let _lock = lock_state_dir(&state_dir)?;
+    super::mount::clean_up_stale_mounts()?;
     let mut journal = journal;
     let plan = journal.plan.clone();
     journal.save(&state_dir)?;
@@ -56,11 +57,13 @@ pub fn apply(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<Jo
 
     let root_device = device_for(&plan, &devices, PartitionRole::Root)?;
     let target_root = mount_device(&root_device, "ext4", "target-root")?;
+    crate::failpoint::hit("after-mount");
     if !journal.is_done(Step::Copied) {
         (ctx.step)("copying the root filesystem");
         let source = bind_read_only(&host.path(&journal.source_root), "source-root")?;
         super::copy_root::copy_root(source.path(), target_root.path(), &plan, ctx)?;
         source.unmount()?;
+        crate::failpoint::hit("after-copy");
         journal.mark(Step::Copied, &state_dir)?;
     }
     ctx.check_cancel()?;
@@ -89,21 +92,25 @@ pub fn apply(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<Jo
             .context("the plan edits a target boot partition it does not have")?;
             edit_in_place(root, edit)?;
         }
+        crate::failpoint::hit("after-target-edits");
         journal.mark(Step::TargetEdited, &state_dir)?;
     }
     copy_journal_to_target(&journal, target_root.path())?;
+    crate::failpoint::hit("after-journal-copy");
     nix::unistd::sync();
     if let Some(boot) = target_boot {
         boot.unmount()?;
     }
     target_root.unmount()?;
+    crate::failpoint::hit("after-unmount");
     drop(devices);
     ctx.check_cancel()?;
 
     if !journal.is_done(Step::SourceBootEdited) {
         if let Some(edit) = plan.edits.iter().find(|e| e.site == EditSite::SourceBoot) {
             (ctx.step)("updating the SD card's boot files (last, atomically, after a backup)");
-            edit_source_boot(host, &mut journal, edit, &plan)?;
+            crate::failpoint::hit("source-edit-start");
+            edit_source_boot(host, &mut journal, &state_dir, edit, &plan)?;
         }
         journal.mark(Step::SourceBootEdited, &state_dir)?;
     }
@@ -216,13 +223,18 @@ fn partition_and_format(
             .iter()
             .map(|p| p.start_sector * ss)
             .collect();
+        crate::failpoint::hit("before-wipe");
         wipe::wipe_signatures(&disk, target.size_bytes, &starts)?;
+        crate::failpoint::hit("after-wipe");
         table::write_table(&mut *disk, &plan.table, target.size_bytes)?;
+        crate::failpoint::hit("after-table");
         disk.sync_all()
             .with_context(|| format!("flushing {}", target.path.display()))?;
         journal.mark(Step::Partitioned, state_dir)?;
     }
-    let devices = match reread_partition_table(&disk, &target.path)? {
+    let reread = reread_partition_table(&disk, &target.path)?;
+    crate::failpoint::hit("after-reread");
+    let devices = match reread {
         ReReadOutcome::Done => {
             let sys_disk = Path::new("/sys/class/block").join(&target.name);
             let numbers: Vec<u32> = plan.table.partitions.iter().map(|p| p.number).collect();
@@ -246,6 +258,7 @@ fn partition_and_format(
         for (mkfs, device) in plan.filesystems.iter().zip(devices.paths()) {
             (ctx.step)(&format!("creating {} on {}", mkfs.fstype, device.display()));
             run_mkfs(&mkfs.command, &device)?;
+            crate::failpoint::hit("after-mkfs");
         }
         journal.mark(Step::Formatted, state_dir)?;
     }
@@ -314,48 +327,60 @@ fn edit_in_place(root: &Path, edit: &FileEdit) -> Result<()> {
 }
 
 /// The last step of a root-only move: a trial boot's files, or the new
-/// cmdline.txt itself.
+/// cmdline.txt itself. What it will create and back up is journaled before
+/// the first byte is written, so `rollback` finds it after a crash.
 fn edit_source_boot(
     host: &Host,
     journal: &mut Journal,
+    state_dir: &Path,
     edit: &FileEdit,
     plan: &Plan,
 ) -> Result<()> {
     let boot = host.path(&journal.boot_dir);
     let inside = |p: &Path| boot.join(p.strip_prefix("/").unwrap_or(p));
+    let on_boot = |p: &Path| journal.boot_dir.join(p.strip_prefix("/").unwrap_or(p));
     let current = std::fs::read(inside(&edit.file))
         .with_context(|| format!("reading {}", inside(&edit.file).display()))?;
     let edited = edits::apply(&current, &edit.operations).map_err(|e| anyhow::anyhow!(e))?;
-    if let Some(trial) = &plan.trial_boot {
-        let config = std::fs::read(boot.join("config.txt")).context("reading config.txt")?;
-        let tryboot = tryboot_contents(&config).map_err(|e| anyhow::anyhow!(e))?;
-        atomic::replace(&inside(Path::new(TRIAL_CMDLINE)), &edited)?;
-        journal
-            .created
-            .push(journal.boot_dir.join(TRIAL_CMDLINE.trim_start_matches('/')));
-        let tryboot_path = inside(&trial.tryboot_file);
-        if let Some(backup) = &trial.backup {
-            atomic::backup(&tryboot_path, &inside(backup))?;
-            journal
-                .backups
-                .insert(trial.tryboot_file.clone(), backup.clone());
-        } else {
-            journal.created.push(
-                journal.boot_dir.join(
-                    trial
-                        .tryboot_file
-                        .strip_prefix("/")
-                        .unwrap_or(&trial.tryboot_file),
-                ),
-            );
+    let (backups, created, writes) = match &plan.trial_boot {
+        Some(trial) => {
+            let config = std::fs::read(boot.join("config.txt")).context("reading config.txt")?;
+            let tryboot = tryboot_contents(&config).map_err(|e| anyhow::anyhow!(e))?;
+            let mut created = vec![on_boot(Path::new(TRIAL_CMDLINE))];
+            let mut backups = Vec::new();
+            match &trial.backup {
+                Some(backup) => backups.push((trial.tryboot_file.clone(), backup.clone())),
+                None => created.push(on_boot(&trial.tryboot_file)),
+            }
+            let writes = vec![
+                (PathBuf::from(TRIAL_CMDLINE), edited),
+                (trial.tryboot_file.clone(), tryboot),
+            ];
+            (backups, created, writes)
         }
-        atomic::replace(&tryboot_path, &tryboot)?;
-    } else {
-        if let Some(backup) = &edit.backup {
-            atomic::backup(&inside(&edit.file), &inside(backup))?;
-            journal.backups.insert(edit.file.clone(), backup.clone());
+        None => {
+            let backups = edit
+                .backup
+                .iter()
+                .map(|b| (edit.file.clone(), b.clone()))
+                .collect();
+            (backups, Vec::new(), vec![(edit.output.clone(), edited)])
         }
-        atomic::replace(&inside(&edit.output), &edited)?;
+    };
+    for (file, backup) in &backups {
+        journal.backups.insert(file.clone(), backup.clone());
+    }
+    for path in created {
+        if !journal.created.contains(&path) {
+            journal.created.push(path);
+        }
+    }
+    journal.save(state_dir)?;
+    for (file, backup) in &backups {
+        atomic::backup(&inside(file), &inside(backup))?;
+    }
+    for (file, bytes) in &writes {
+        atomic::replace(&inside(file), bytes)?;
     }
     Ok(())
 }

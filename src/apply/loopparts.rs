@@ -15,6 +15,7 @@ pub struct PartitionLoops {
 impl PartitionLoops {
     /// Attaches `(offset, size)` byte ranges of `disk`, in order.
     pub fn attach(disk: &Path, ranges: &[(u64, u64)]) -> Result<PartitionLoops> {
+        detach_stale(disk)?;
         let mut loops = PartitionLoops {
             devices: Vec::new(),
         };
@@ -47,6 +48,31 @@ impl PartitionLoops {
     pub fn devices(&self) -> &[PathBuf] {
         &self.devices
     }
+}
+
+/// Loop devices over `disk` that an interrupted run left attached (their
+/// mounts are gone by now: the executor unmounts stale ones first).
+fn detach_stale(disk: &Path) -> Result<()> {
+    let output = Command::new("losetup")
+        .args([
+            "--list",
+            "--noheadings",
+            "--raw",
+            "--output",
+            "NAME,BACK-FILE",
+        ])
+        .output()
+        .context("listing loop devices with losetup")?;
+    let listing = String::from_utf8_lossy(&output.stdout);
+    for line in listing.lines() {
+        let Some((name, backing)) = line.split_once(' ') else {
+            continue;
+        };
+        if Path::new(backing.trim()) == disk {
+            let _ = Command::new("losetup").arg("--detach").arg(name).status();
+        }
+    }
+    Ok(())
 }
 
 impl Drop for PartitionLoops {

@@ -132,3 +132,46 @@ pub fn bind_read_only(dir: &Path, name: &str) -> Result<Mounted> {
     })?;
     Ok(mounted)
 }
+
+/// Unmounts what an interrupted (killed) run left under [`RUN_DIR`]: mount
+/// points are named `<what>-<pid>`, and a pid that no longer runs left them.
+pub fn clean_up_stale_mounts() -> Result<Vec<PathBuf>> {
+    let table =
+        std::fs::read_to_string("/proc/self/mountinfo").context("reading the mount table")?;
+    let table = crate::system::mounts::MountTable::parse(&table);
+    let mut cleaned = Vec::new();
+    // Deepest first, in case anything was mounted inside another.
+    let mut points: Vec<PathBuf> = table
+        .mounts
+        .iter()
+        .map(|m| m.mountpoint.clone())
+        .filter(|p| p.parent() == Some(Path::new(RUN_DIR)))
+        .filter(|p| owner_is_gone(p))
+        .collect();
+    points.sort();
+    points.dedup();
+    for point in points.into_iter().rev() {
+        umount2(&point, MntFlags::empty()).with_context(|| {
+            format!("unmounting {}, left by an interrupted run", point.display())
+        })?;
+        let _ = std::fs::remove_dir(&point);
+        cleaned.push(point);
+    }
+    Ok(cleaned)
+}
+
+fn owner_is_gone(point: &Path) -> bool {
+    let name = point
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    match name
+        .rsplit_once('-')
+        .and_then(|(_, pid)| pid.parse::<u32>().ok())
+    {
+        Some(pid) => {
+            pid != std::process::id() && !Path::new("/proc").join(pid.to_string()).exists()
+        }
+        None => false,
+    }
+}

@@ -14,10 +14,16 @@ use std::path::PathBuf;
 pub fn run(cli: &Cli, args: &RollbackArgs, host: &Host) -> Result<u8> {
     let state_dir = host.path(&host.state_dir);
     let Some(journal) = Journal::load(&state_dir)? else {
-        bail!(
-            "no migration to roll back (no journal in {})",
-            state_dir.display()
-        );
+        // No journal: no migration got as far as changing anything.
+        if cli.json {
+            print_json(&serde_json::json!({"schema": "pimigrate.rollback/1", "restored": []}))?;
+        } else {
+            println!(
+                "Nothing to roll back: no migration journal in {}.",
+                state_dir.display()
+            );
+        }
+        return Ok(EXIT_OK);
     };
     if !args.yes {
         if !std::io::stdin().is_terminal() {
@@ -58,6 +64,11 @@ fn restore(host: &Host, journal: &Journal) -> Result<Vec<String>> {
     let mut done = Vec::new();
     for (file, backup) in &journal.backups {
         let saved = inside(backup);
+        // A backup the journal announces but that is not there was never
+        // written, so the file it guards was never replaced either.
+        if !saved.exists() {
+            continue;
+        }
         let bytes = std::fs::read(&saved)
             .with_context(|| format!("reading the backup {}", saved.display()))?;
         atomic::replace(&inside(file), &bytes)?;

@@ -105,6 +105,7 @@ fn copy(
     }
     finish(source, &input, file, &meta, None, true, shared);
     Counters::add(&shared.counters.files, 1);
+    crate::failpoint::hit("copy-file");
 }
 
 fn verify(

@@ -1,0 +1,337 @@
+//! A migration killed (SIGKILL) at every failure point: the source's boot
+//! files are the old or the new version, never half of one; the source is
+//! unchanged; `migrate --resume` finishes it and `rollback` undoes it.
+
+mod common;
+
+use common::*;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Points and hit counts to kill at: every point once, and later hits of
+/// the atomic writes (the journal is saved through them after every step).
+fn kill_points() -> Vec<String> {
+    let mut points: Vec<String> = pimigrate::failpoint::POINTS
+        .iter()
+        .map(|p| p.to_string())
+        .collect();
+    for n in 2..=6 {
+        points.push(format!("atomic-after-temp@{n}"));
+        points.push(format!("atomic-after-rename@{n}"));
+    }
+    points
+}
+
+struct Run {
+    tree: tempfile::TempDir,
+    state: tempfile::TempDir,
+    device: String,
+    _image: tempfile::TempDir,
+}
+
+impl Run {
+    fn new() -> Run {
+        let tree = tempfile::Builder::new()
+            .prefix("pimigrate-src")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        for part in ["etc", "boot", "var", "home", "usr", "tmp"] {
+            assert!(Command::new("cp")
+                .arg("-a")
+                .arg(fixture("pi4").join(part))
+                .arg(tree.path())
+                .status()
+                .unwrap()
+                .success());
+        }
+        // Enough files for the copy to report progress more than once.
+        for i in 0..400 {
+            std::fs::write(
+                tree.path().join(format!("usr/file{i}")),
+                vec![i as u8; 64 * 1024],
+            )
+            .unwrap();
+        }
+        let image = tempfile::Builder::new()
+            .prefix("pimigrate-target")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        let file = image.path().join("ssd.img");
+        std::fs::File::create(&file)
+            .unwrap()
+            .set_len(1 << 30)
+            .unwrap();
+        let output = Command::new("losetup")
+            .args(["-f", "--show"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        let device = String::from_utf8(output.stdout).unwrap().trim().to_string();
+        Run {
+            tree,
+            state: tempfile::tempdir().unwrap(),
+            device,
+            _image: image,
+        }
+    }
+
+    fn boot(&self) -> PathBuf {
+        self.tree.path().join("boot/firmware")
+    }
+
+    fn pimigrate(&self, args: &[&str], failpoint: Option<&str>) -> std::process::Output {
+        let mut command = pimigrate();
+        command
+            .arg("--source-root")
+            .arg(self.tree.path())
+            .arg("--boot-dir")
+            .arg(self.boot())
+            .arg("--state-dir")
+            .arg(self.state.path())
+            .args(args);
+        if let Some(point) = failpoint {
+            command.env(pimigrate::failpoint::ENV, point);
+        }
+        command.output().unwrap()
+    }
+
+    fn planned_partuuid(&self) -> String {
+        let journal: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(self.state.path().join("migration.json")).unwrap(),
+        )
+        .unwrap();
+        journal["plan"]["table"]["partitions"][0]["partuuid"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        // A killed run may leave partition loop devices (and their mounts)
+        // behind: only those of this run's image are touched.
+        let listing = Command::new("losetup")
+            .args([
+                "--list",
+                "--noheadings",
+                "--raw",
+                "--output",
+                "NAME,BACK-FILE",
+            ])
+            .output()
+            .unwrap();
+        let listing = String::from_utf8_lossy(&listing.stdout).into_owned();
+        let image = self._image.path().join("ssd.img");
+        // The target's loop device, and the partition loops on top of it.
+        let mut loops: Vec<String> = vec![self.device.clone()];
+        for line in listing.lines() {
+            if let Some((name, backing)) = line.split_once(' ') {
+                if backing.starts_with(image.to_str().unwrap()) || backing == self.device {
+                    loops.push(name.to_string());
+                }
+            }
+        }
+        loops.sort();
+        loops.dedup();
+        // Partition loops first, the target's loop last.
+        loops.sort_by_key(|l| *l == self.device);
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        for line in mounts.lines() {
+            let source = line
+                .split(" - ")
+                .nth(1)
+                .and_then(|r| r.split(' ').nth(1))
+                .unwrap_or("");
+            if loops.iter().any(|l| l == source) {
+                if let Some(point) = line.split(' ').nth(4) {
+                    let _ = Command::new("umount").arg(point).status();
+                }
+            }
+        }
+        for dev in loops {
+            let _ = Command::new("losetup").args(["-d", &dev]).status();
+        }
+    }
+}
+
+/// The two tests kill pimigrate mid-way; run them one at a time so neither
+/// sees the other's leftovers.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Everything in the source tree but its boot directory: path, metadata, bytes.
+fn source_snapshot(root: &Path) -> Vec<(PathBuf, u32, u64, Vec<u8>)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut entries: Vec<_> = walkdir::WalkDir::new(root)
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| !e.path().starts_with(root.join("boot")))
+        .map(|e| {
+            let meta = e.path().symlink_metadata().unwrap();
+            let bytes = if meta.is_file() {
+                std::fs::read(e.path()).unwrap()
+            } else {
+                Vec::new()
+            };
+            (
+                e.path().to_path_buf(),
+                meta.mode(),
+                meta.mtime() as u64,
+                bytes,
+            )
+        })
+        .collect();
+    entries.sort();
+    entries
+}
+
+fn killed(output: &std::process::Output) -> bool {
+    output.status.signal() == Some(9)
+}
+
+#[test]
+fn killed_anywhere_the_sd_card_still_boots_and_resume_finishes() {
+    if !require_root("fault injection on a loop device") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for point in kill_points() {
+        let run = Run::new();
+        let cmdline_before = std::fs::read(run.boot().join("cmdline.txt")).unwrap();
+        let source_before = source_snapshot(run.tree.path());
+        let output = run.pimigrate(
+            &[
+                "migrate",
+                "--target",
+                &run.device,
+                "--yes",
+                "--trial",
+                "never",
+            ],
+            Some(&point),
+        );
+        assert!(
+            killed(&output),
+            "{point}: not reached ({:?})\n{}",
+            output.status,
+            stderr(&output)
+        );
+
+        let cmdline_now = std::fs::read(run.boot().join("cmdline.txt")).unwrap();
+        if !run.state.path().join("migration.json").exists() {
+            // Killed before the journal's first save: nothing was done yet.
+            assert_eq!(cmdline_now, cmdline_before, "{point}");
+            let output = run.pimigrate(
+                &[
+                    "migrate",
+                    "--target",
+                    &run.device,
+                    "--yes",
+                    "--trial",
+                    "never",
+                ],
+                None,
+            );
+            assert_eq!(
+                exit_code(&output),
+                0,
+                "{point}: a fresh start failed:\n{}",
+                stderr(&output)
+            );
+            continue;
+        }
+        let partuuid = run.planned_partuuid();
+        let new_cmdline = String::from_utf8(cmdline_before.clone()).unwrap().replace(
+            "root=PARTUUID=6c586e13-02",
+            &format!("root=PARTUUID={partuuid}"),
+        );
+        assert!(
+            cmdline_now == cmdline_before || cmdline_now == new_cmdline.as_bytes(),
+            "{point}: cmdline.txt is neither the old nor the new version:\n{}",
+            String::from_utf8_lossy(&cmdline_now)
+        );
+        assert_eq!(
+            source_snapshot(run.tree.path()),
+            source_before,
+            "{point}: the source changed"
+        );
+
+        let output = run.pimigrate(&["migrate", "--resume", "--yes"], None);
+        assert_eq!(
+            exit_code(&output),
+            0,
+            "{point}: resume failed:\n{}",
+            stderr(&output)
+        );
+        assert_eq!(
+            std::fs::read(run.boot().join("cmdline.txt")).unwrap(),
+            new_cmdline.as_bytes(),
+            "{point}"
+        );
+        assert_eq!(
+            std::fs::read(run.boot().join("cmdline.txt.pimigrate-backup")).unwrap(),
+            cmdline_before,
+            "{point}: the backup is the version that booted"
+        );
+        assert_eq!(
+            source_snapshot(run.tree.path()),
+            source_before,
+            "{point}: the source changed"
+        );
+    }
+}
+
+#[test]
+fn killed_anywhere_rollback_restores_the_boot_files() {
+    if !require_root("fault injection on a loop device") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for point in kill_points() {
+        let run = Run::new();
+        let boot_before = boot_files(&run.boot());
+        let output = run.pimigrate(
+            &[
+                "migrate",
+                "--target",
+                &run.device,
+                "--yes",
+                "--trial",
+                "always",
+            ],
+            Some(&point),
+        );
+        assert!(killed(&output), "{point}: not reached\n{}", stderr(&output));
+        let output = run.pimigrate(&["rollback", "--yes"], None);
+        assert_eq!(
+            exit_code(&output),
+            0,
+            "{point}: rollback failed:\n{}",
+            stderr(&output)
+        );
+        let after: Vec<_> = boot_files(&run.boot())
+            .into_iter()
+            .filter(|(name, _)| !name.ends_with(".pimigrate-new"))
+            .collect();
+        assert_eq!(
+            after, boot_before,
+            "{point}: the boot files are not as before"
+        );
+    }
+}
+
+fn boot_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect();
+    files.sort();
+    files
+}
