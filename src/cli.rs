@@ -62,6 +62,8 @@ pub enum Command {
     Migrate(MigrateArgs),
     /// Undo a migration's changes to the SD card's boot files, so it boots as before.
     Rollback(RollbackArgs),
+    /// Rank the attached drives by random 4K speed against the current root, and pick one.
+    Recommend(RecommendArgs),
 }
 
 #[derive(Debug, Args)]
@@ -195,6 +197,34 @@ pub struct BenchArgs {
     /// write tests overwrite it, and it is kept. For comparisons with fio.
     #[arg(long, value_name = "FILE", hide_short_help = true, conflicts_with_all = ["targets", "destructive"])]
     pub file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct RecommendArgs {
+    /// Shorter benchmarks on a smaller test file (about 20 s a drive).
+    #[arg(long)]
+    pub quick: bool,
+
+    /// Seconds each timed test runs after its ramp.
+    #[arg(long, value_name = "S", value_parser = crate::bench::suite::parse_runtime)]
+    pub runtime: Option<f64>,
+
+    /// Only use saved reports, never benchmark: drives without a fresh
+    /// report are listed as not measured.
+    #[arg(long, conflicts_with = "fresh")]
+    pub reuse: bool,
+
+    /// Benchmark every drive again, ignoring saved reports.
+    #[arg(long)]
+    pub fresh: bool,
+
+    /// Saved reports older than this many days are not reused.
+    #[arg(long, value_name = "DAYS", default_value_t = crate::recommend::freshness::DEFAULT_MAX_AGE_DAYS)]
+    pub max_age: u32,
+
+    /// Also compare loop devices (for testing).
+    #[arg(long, hide_short_help = true)]
+    pub all: bool,
 }
 
 fn parse_size(text: &str) -> Result<u64, String> {

@@ -12,6 +12,7 @@ pub mod copy;
 pub mod failpoint;
 pub mod host;
 pub mod plan;
+pub mod recommend;
 pub mod system;
 pub mod tools;
 pub mod units;

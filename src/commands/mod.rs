@@ -4,6 +4,7 @@ pub mod bench;
 pub mod devices;
 pub mod migrate;
 pub mod plan;
+pub mod recommend;
 pub mod rollback;
 
 use crate::cli::{Cli, Command};
@@ -24,6 +25,7 @@ pub fn run(cli: &Cli) -> Result<u8> {
         Command::Bench(args) => bench::run(cli, args, &host),
         Command::Migrate(args) => migrate::run(cli, args, &host),
         Command::Rollback(args) => rollback::run(cli, args, &host),
+        Command::Recommend(args) => recommend::run(cli, args, &host),
     }
 }
 

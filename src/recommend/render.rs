@@ -1,0 +1,156 @@
+//! The recommendation as text people read.
+
+use super::formula::times;
+use super::{Entry, Recommendation};
+use std::fmt::Write;
+
+pub fn text(rec: &Recommendation) -> String {
+    let mut out = String::new();
+    let root = &rec.current_root;
+    let _ = writeln!(out, "Current root: {}{}", describe(root), report_note(root));
+    out.push('\n');
+    let rows: Vec<&Entry> = std::iter::once(root).chain(&rec.ranking).collect();
+    let widths = Widths {
+        device: column_width(&rows, "device", |e| e.path.display().to_string()),
+        link: column_width(&rows, "link", |e| e.link.clone()),
+    };
+    let _ = writeln!(
+        out,
+        "{:>2}  {:<dw$} {:<lw$} {:>8} {:>8} {:>7} {:>7} {:>7} {:>7} {:<8} {:>6} {:>7}",
+        "#",
+        "device",
+        "link",
+        "Q32 rd",
+        "Q32 wr",
+        "Q1 rd",
+        "Q1 wr",
+        "SEQ rd",
+        "SEQ wr",
+        "class",
+        "score",
+        "gain",
+        dw = widths.device,
+        lw = widths.link
+    );
+    let _ = writeln!(
+        out,
+        "    (RND4K: IOPS; SEQ: SEQ1M Q8 MB/s; score: PiBenchmarks-style; gain: random 4K vs the current root)"
+    );
+    out.push_str(&row(root, "now", &widths));
+    for entry in &rec.ranking {
+        let gain = entry
+            .gain
+            .as_ref()
+            .map_or_else(|| "-".to_string(), |g| times(g.combined));
+        out.push_str(&row(entry, &gain, &widths));
+    }
+    out.push('\n');
+    match &rec.pick {
+        Some(pick) => {
+            let _ = writeln!(out, "Pick: {}", pick.path.display());
+        }
+        None => {
+            let _ = writeln!(out, "No candidate is worth migrating to.");
+        }
+    }
+    for reason in &rec.reasons {
+        let _ = writeln!(out, "  {reason}");
+    }
+    for entry in rows {
+        if entry.warnings.is_empty() && entry.notes.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "\n{}:", describe(entry));
+        for warning in &entry.warnings {
+            let _ = writeln!(out, "  warning: {}", warning.message);
+            if let Some(hint) = &warning.hint {
+                let _ = writeln!(out, "           {hint}");
+            }
+        }
+        for note in &entry.notes {
+            let _ = writeln!(out, "  note: {note}");
+        }
+    }
+    if !rec.excluded.is_empty() {
+        out.push('\n');
+        for excluded in &rec.excluded {
+            let _ = writeln!(
+                out,
+                "Not compared: {} ({})",
+                excluded.path.display(),
+                excluded.why
+            );
+        }
+    }
+    if let Some(pick) = &rec.pick {
+        let _ = writeln!(
+            out,
+            "\nNext: pimigrate plan --target {}",
+            pick.path.display()
+        );
+    }
+    out
+}
+
+fn describe(entry: &Entry) -> String {
+    let name = crate::units::join_present([entry.vendor.as_deref(), entry.model.as_deref()]);
+    if name.is_empty() {
+        entry.path.display().to_string()
+    } else {
+        format!("{} ({name})", entry.path.display())
+    }
+}
+
+fn report_note(entry: &Entry) -> String {
+    match &entry.report {
+        Some(r) => format!(
+            ", report {} ({}, {:.1} days old)",
+            r.id,
+            match r.origin {
+                super::Origin::Reused => "reused",
+                super::Origin::Measured => "measured now",
+            },
+            r.age_days
+        ),
+        None => String::new(),
+    }
+}
+
+struct Widths {
+    device: usize,
+    link: usize,
+}
+
+fn column_width(rows: &[&Entry], heading: &str, text: impl Fn(&Entry) -> String) -> usize {
+    rows.iter()
+        .map(|e| text(e).len())
+        .chain([heading.len()])
+        .max()
+        .unwrap_or(0)
+}
+
+fn row(entry: &Entry, gain: &str, widths: &Widths) -> String {
+    let f = entry.figures.as_ref();
+    let num = |v: Option<f64>, decimals: usize| {
+        v.map_or_else(|| "-".to_string(), |v| format!("{v:.decimals$}"))
+    };
+    let rank = entry.rank.map(|r| r.to_string()).unwrap_or_default();
+    format!(
+        "{:>2}  {:<dw$} {:<lw$} {:>8} {:>8} {:>7} {:>7} {:>7} {:>7} {:<8} {:>6} {:>7}\n",
+        rank,
+        entry.path.display().to_string(),
+        entry.link,
+        num(f.and_then(|f| f.rnd4k_q32_read_iops), 0),
+        num(f.and_then(|f| f.rnd4k_q32_write_iops), 0),
+        num(f.and_then(|f| f.rnd4k_q1_read_iops), 0),
+        num(f.and_then(|f| f.rnd4k_q1_write_iops), 0),
+        num(f.and_then(|f| f.seq_read_mb_s), 1),
+        num(f.and_then(|f| f.seq_write_mb_s), 1),
+        f.and_then(|f| f.app_class)
+            .map_or_else(|| "-".to_string(), |c| c.to_string()),
+        num(f.and_then(|f| f.pibenchmarks_score), 0),
+        gain,
+        dw = widths.device,
+        lw = widths.link
+    )
+}
