@@ -3,8 +3,9 @@
 //! migration that `--resume` finishes or `rollback` undoes.
 //!
 //! `PIMIGRATE_FAILPOINT=name` kills the process the first time it reaches
-//! `name`; `name@N` the N-th time. Unset (always, outside tests), a point
-//! costs one cached lookup.
+//! `name`; `name@N` the N-th time; `name:stop` stops it there (SIGSTOP), so
+//! a test can change the world (fill the source, press Ctrl-C) before it
+//! goes on. Unset (always, outside tests), a point costs one cached lookup.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -34,6 +35,7 @@ pub const POINTS: &[&str] = &[
 struct Wanted {
     name: String,
     nth: u64,
+    stop: bool,
     seen: AtomicU64,
 }
 
@@ -42,6 +44,10 @@ fn wanted() -> Option<&'static Wanted> {
     WANTED
         .get_or_init(|| {
             let value = std::env::var(ENV).ok()?;
+            let (value, stop) = match value.strip_suffix(":stop") {
+                Some(point) => (point.to_string(), true),
+                None => (value, false),
+            };
             let (name, nth) = match value.split_once('@') {
                 Some((name, nth)) => (name.to_string(), nth.parse().unwrap_or(1)),
                 None => (value, 1),
@@ -49,6 +55,7 @@ fn wanted() -> Option<&'static Wanted> {
             Some(Wanted {
                 name,
                 nth,
+                stop,
                 seen: AtomicU64::new(0),
             })
         })
@@ -61,6 +68,11 @@ pub fn hit(name: &str) {
         return;
     };
     if wanted.name == name && wanted.seen.fetch_add(1, Ordering::SeqCst) + 1 == wanted.nth {
-        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+        let signal = if wanted.stop {
+            nix::sys::signal::Signal::SIGSTOP
+        } else {
+            nix::sys::signal::Signal::SIGKILL
+        };
+        let _ = nix::sys::signal::raise(signal);
     }
 }

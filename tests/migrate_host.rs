@@ -322,3 +322,126 @@ fn boot_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
     files.sort();
     files
 }
+
+/// Starts a migration that stops itself (SIGSTOP) at `point`, and waits
+/// until it has.
+fn start_stopped(setup: &Setup, args: &[&str], point: &str) -> std::process::Child {
+    let child = pimigrate()
+        .arg("--source-root")
+        .arg(setup.tree.path())
+        .arg("--boot-dir")
+        .arg(setup.boot())
+        .arg("--state-dir")
+        .arg(setup.state.path())
+        .args(args)
+        .env(pimigrate::failpoint::ENV, format!("{point}:stop"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stat = format!("/proc/{}/stat", child.id());
+    for _ in 0..300 {
+        let state = std::fs::read_to_string(&stat).unwrap_or_default();
+        if state
+            .split(") ")
+            .nth(1)
+            .is_some_and(|rest| rest.starts_with('T'))
+        {
+            return child;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("pimigrate never reached {point}");
+}
+
+fn signal(child: &std::process::Child, signal: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
+}
+
+#[test]
+fn ctrl_c_during_the_copy_stops_cleanly_and_resume_finishes() {
+    if !require_root("migrating to a loop device") {
+        return;
+    }
+    use nix::sys::signal::Signal;
+    let setup = Setup::new();
+    let cmdline_before = std::fs::read(setup.boot().join("cmdline.txt")).unwrap();
+    let child = start_stopped(
+        &setup,
+        &[
+            "migrate",
+            "--target",
+            &setup.device,
+            "--yes",
+            "--trial",
+            "never",
+        ],
+        "after-mount",
+    );
+    signal(&child, Signal::SIGINT);
+    signal(&child, Signal::SIGCONT);
+    let pid = child.id();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(exit_code(&output), 1, "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("interrupted") || stderr(&output).contains("cancel"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(
+        std::fs::read(setup.boot().join("cmdline.txt")).unwrap(),
+        cmdline_before
+    );
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        !mounts.contains(&format!("/run/pimigrate/target-root-{pid} ")),
+        "the target was unmounted on the way out"
+    );
+    let output = setup.run(&["migrate", "--resume", "--yes"]);
+    assert_eq!(exit_code(&output), 0, "{}", stderr(&output));
+    assert_ne!(
+        std::fs::read(setup.boot().join("cmdline.txt")).unwrap(),
+        cmdline_before
+    );
+}
+
+#[test]
+fn a_target_that_fills_up_fails_clearly_and_leaves_the_sd_card_alone() {
+    if !require_root("migrating to a loop device") {
+        return;
+    }
+    let setup = Setup::new();
+    let cmdline_before = std::fs::read(setup.boot().join("cmdline.txt")).unwrap();
+    // The plan fits a 128 MiB root partition; then the source grows.
+    let args = [
+        "migrate",
+        "--target",
+        &setup.device,
+        "--yes",
+        "--trial",
+        "never",
+        "--root-size",
+        "128M",
+    ];
+    let child = start_stopped(&setup, &args, "after-mount");
+    let big = setup.tree.path().join("home/pi/video.bin");
+    let mut file = std::fs::File::create(&big).unwrap();
+    let chunk = vec![0x5au8; 1 << 20];
+    for _ in 0..200 {
+        std::io::Write::write_all(&mut file, &chunk).unwrap();
+    }
+    drop(file);
+    signal(&child, nix::sys::signal::Signal::SIGCONT);
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(exit_code(&output), 1, "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(
+        message.contains("No space left") || message.contains("full"),
+        "{message}"
+    );
+    assert_eq!(
+        std::fs::read(setup.boot().join("cmdline.txt")).unwrap(),
+        cmdline_before
+    );
+    assert!(!setup.boot().join("cmdline.txt.pimigrate-backup").exists());
+}
