@@ -351,6 +351,9 @@ fn start_stopped(setup: &Setup, args: &[&str], point: &str) -> std::process::Chi
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+    let mut child = child;
+    let _ = child.kill();
+    let _ = child.wait();
     panic!("pimigrate never reached {point}");
 }
 
