@@ -77,9 +77,10 @@ impl Default for CopyOptions {
     }
 }
 
-/// Data workers by default: two keep an SSD busy while the walker creates
-/// entries; more only add seeks on an SD card (see docs/copy.md).
-pub const DEFAULT_THREADS: usize = 2;
+/// Data workers by default: enough reads in flight to keep a flash device
+/// busy while the walker creates entries, few enough to stay small on a
+/// Pi Zero (see the measurements in docs/copy.md).
+pub const DEFAULT_THREADS: usize = 4;
 
 /// Jobs waiting per worker: each holds an open target file, so this bounds
 /// open descriptors and memory, while letting the walker run ahead.

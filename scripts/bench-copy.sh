@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# Benchmarks pimigrate's tree copier against rsync and cp on the same trees,
+# between two loop-backed ext4 filesystems, caches dropped before each run:
+#   root   a root-filesystem-like tree: this machine's /usr, /etc and /var/lib
+#   large  a few large files of random data (holes are left to the tests:
+#          rsync without -S would write them out and skew the ratio)
+# For each tree and tool it runs RUNS copies into a freshly made ext4 and
+# prints median seconds, MB/s, files/s, the ratio to rsync and cp, and peak
+# RSS. pimigrate's copy is checked with rsync -naHAX once per tree.
+#
+#   sudo scripts/bench-copy.sh [--runs N] [--threads N] [--rebuild]
+#
+# The source images are kept in $BENCH_DIR (default
+# /var/tmp/pimigrate-bench-copy) for the next run; --rebuild makes them anew.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/lib.sh
+
+runs=3 threads= rebuild=no
+while [[ $# -gt 0 ]]; do
+    case $1 in
+        --runs) runs=$2; shift ;;
+        --threads) threads=$2; shift ;;
+        --rebuild) rebuild=yes ;;
+        *) die "unknown option $1 (see the comment at the top of $0)" ;;
+    esac
+    shift
+done
+[[ $(id -u) == 0 ]] || die "run as root: sudo $0 (loop devices, mounts, dropping caches)"
+ensure_build_tools
+ensure_packages rsync=rsync mkfs.ext4=e2fsprogs losetup=mount
+
+work=${BENCH_DIR:-/var/tmp/pimigrate-bench-copy}
+mkdir -p "$work"
+say "building the copier"
+cargo build --release --quiet --example copy-tree
+copier=$PWD/target/release/examples/copy-tree
+
+# Mounted filesystems, unmounted and detached on exit. Images are deleted
+# only by --rebuild, and never while mounted.
+declare -a mounted=()
+cleanup() {
+    local mnt
+    for mnt in "${mounted[@]}"; do
+        [[ -n $mnt ]] || continue
+        umount "$mnt" 2>/dev/null || echo "could not unmount $mnt" >&2
+    done
+    losetup -j "$work/source.img" -O NAME -n 2>/dev/null | xargs -r -n1 losetup -d
+    losetup -j "$work/target.img" -O NAME -n 2>/dev/null | xargs -r -n1 losetup -d
+}
+trap cleanup EXIT
+
+# attach IMAGE MOUNTPOINT: loop device for IMAGE, mounted at MOUNTPOINT.
+attach() {
+    local device
+    device=$(losetup -f --show "$1")
+    mkdir -p "$2"
+    mount "$device" "$2"
+    mounted+=("$2")
+}
+
+detach() {
+    local device
+    device=$(findmnt -n -o SOURCE "$1")
+    umount "$1"
+    losetup -d "$device"
+    mounted=("${mounted[@]/$1}")
+}
+
+src=$work/src dst=$work/dst
+if [[ $rebuild == yes || ! -e $work/source-v2.ready ]]; then
+    say "building the source trees (once)"
+    rm -f "$work/source-v2.ready" "$work/source.img"
+    truncate -s 12G "$work/source.img"
+    mkfs.ext4 -q -F "$work/source.img"
+    attach "$work/source.img" "$src"
+    mkdir -p "$src/root" "$src/large"
+    for dir in /usr /etc /var/lib; do
+        mkdir -p "$src/root$(dirname "$dir")"
+        cp -a --one-file-system "$dir" "$src/root$(dirname "$dir")/"
+    done
+    for i in 1 2 3 4; do
+        head -c $((384 << 20)) /dev/urandom >"$src/large/random-$i"
+    done
+    sync
+    detach "$src"
+    touch "$work/source-v2.ready"
+fi
+attach "$work/source.img" "$src"
+[[ -e $work/target.img ]] || truncate -s 12G "$work/target.img"
+
+# fresh_target: a new, empty ext4 at $dst for each run.
+fresh_target() {
+    mountpoint -q "$dst" && detach "$dst"
+    mkfs.ext4 -q -F "$work/target.img"
+    attach "$work/target.img" "$dst"
+}
+
+# measure TOOL TREE: one run; prints "seconds peak-rss-kib".
+measure() {
+    local tool=$1 tree=$2 cmd
+    case $tool in
+        pimigrate) cmd=("$copier" ${threads:+--threads "$threads"} "$src/$tree/" "$dst/$tree") ;;
+        rsync) cmd=(rsync -aHAXx --numeric-ids "$src/$tree/" "$dst/$tree/") ;;
+        cp) cmd=(cp -a "$src/$tree" "$dst/$tree") ;;
+    esac
+    fresh_target
+    sync
+    echo 3 >/proc/sys/vm/drop_caches
+    # The copy ends with the data in the page cache; the sync is part of the
+    # cost of a copy that is meant to be on disk.
+    /usr/bin/time -f '%e %M' -o "$work/time.txt" bash -c '"$@" >/dev/null && sync' _ "${cmd[@]}"
+    cat "$work/time.txt"
+}
+
+median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+
+results=$work/results.txt
+: >"$results"
+for tree in root large; do
+    bytes=$(du -s --block-size=1 --apparent-size "$src/$tree" | cut -f1)
+    entries=$(find "$src/$tree" | wc -l)
+    say "tree $tree: $((bytes >> 20)) MiB, $entries entries"
+    for tool in pimigrate rsync cp; do
+        : >"$work/runs.txt"
+        for ((run = 1; run <= runs; run++)); do
+            read -r seconds rss < <(measure "$tool" "$tree")
+            echo "$seconds $rss" >>"$work/runs.txt"
+            printf '  %-9s run %d: %6.2f s, peak RSS %d MiB\n' "$tool" "$run" "$seconds" $((rss / 1024))
+        done
+        if [[ $tool == pimigrate ]]; then
+            differences=$(rsync -naHAXx --numeric-ids --itemize-changes "$src/$tree/" "$dst/$tree/" | wc -l)
+            [[ $differences == 0 ]] || die "pimigrate's copy of $tree differs from the source in $differences entries"
+            echo "  pimigrate's copy checked: rsync -naHAX finds nothing to do"
+        fi
+        seconds=$(cut -d' ' -f1 "$work/runs.txt" | median)
+        rss=$(cut -d' ' -f2 "$work/runs.txt" | sort -n | tail -1)
+        echo "$tree $tool $seconds $rss $bytes $entries" >>"$results"
+    done
+done
+
+say "results ($(date -u +%Y-%m-%d), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), median of $runs runs)"
+awk '
+    { tree[NR]=$1; tool[NR]=$2; s[NR]=$3; rss[NR]=$4; bytes[NR]=$5; n[NR]=$6; at[$1 " " $2]=$3 }
+    END {
+        printf "| %-5s | %-9s | %8s | %8s | %9s | %9s | %9s | %13s |\n", "tree", "tool", "seconds", "MB/s", "files/s", "vs rsync", "vs cp", "peak RSS MiB"
+        printf "|-------|-----------|----------|----------|-----------|-----------|-----------|---------------|\n"
+        for (i = 1; i <= NR; i++) {
+            printf "| %-5s | %-9s | %8.2f | %8.1f | %9.0f | %8.2fx | %8.2fx | %13.1f |\n",
+                tree[i], tool[i], s[i], bytes[i] / 1e6 / s[i], n[i] / s[i],
+                at[tree[i] " rsync"] / s[i], at[tree[i] " cp"] / s[i], rss[i] / 1024
+        }
+    }' "$results"
