@@ -78,9 +78,12 @@ log "installing the kernel"
 chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
     --no-install-recommends linux-image-amd64 >&2
 chroot "$root" systemctl enable testbed-agent.service >&2
-# Timers that would only cost time in a short-lived guest.
+# Units that would only cost time in a short-lived guest without a screen:
+# timers, virtual-terminal gettys (the console is ttyS0), NVMe-oF discovery.
 chroot "$root" systemctl mask apt-daily.timer apt-daily-upgrade.timer \
-    e2scrub_all.timer fstrim.timer man-db.timer >&2 || true
+    e2scrub_all.timer e2scrub_reap.service fstrim.timer man-db.timer \
+    dpkg-db-backup.timer getty-static.service getty@tty1.service \
+    nvmf-autoconnect.service >&2
 chroot "$root" systemctl set-default multi-user.target >&2
 chroot "$root" passwd -d root >&2
 echo raspberrypi >"$root/etc/hostname"
@@ -96,6 +99,18 @@ for mod in sdhci-pci mmc_block xhci-pci uas usb-storage nvme ext4 vfat 9p 9pnet_
     grep -q "/${mod//[-_]/[-_]}\.ko" <<<"$modlist" ||
         die "initramfs lacks module $mod: check files/etc/initramfs-tools/modules"
 done
+
+# Trim what the emulated Pi never uses. Migration scenarios copy the whole
+# root under emulation, where every megabyte costs; the initramfs was built
+# above from the full set, so boot is unaffected.
+moddir=$root/lib/modules/$kver/kernel
+rm -rf "$moddir/sound" "$moddir/net/wireless" "$moddir/net/mac80211" "$moddir/net/bluetooth"
+for d in gpu media net infiniband iio staging comedi hwmon mtd bluetooth isdn video; do
+    rm -rf "${moddir:?}/drivers/$d"
+done
+chroot "$root" depmod "$kver"
+rm -rf "$root"/usr/share/{doc,man,info,locale}/*
+rm -rf "$root"/var/lib/apt/lists/*
 
 # --- 2. The SD card images ---------------------------------------------------------
 # Raspberry Pi OS layout: p1 FAT32 512 MiB at sector 8192, p2 ext4 from the next

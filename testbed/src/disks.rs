@@ -23,6 +23,16 @@ pub enum Bus {
 }
 
 impl Bus {
+    /// Largest request the emulated device sends to QEMU's block layer,
+    /// where throttling counts requests; 0 when it passes the guest's own.
+    pub fn request_size(self) -> u64 {
+        match self {
+            // hw/sd/sd.c transfers one block per read/write call.
+            Bus::Sd => 512,
+            _ => 0,
+        }
+    }
+
     pub fn is_usb(self) -> bool {
         matches!(self, Bus::UsbUas | Bus::UsbStorage)
     }
@@ -113,7 +123,7 @@ impl Disk {
         let drive = format!(
             "if=none,id={id},file={},format=raw,cache=writeback,aio=threads{}",
             self.image.display(),
-            self.profile.drive_options()
+            self.profile.drive_options(self.bus.request_size())
         );
         let serial = format!("TB-{}", self.name.to_uppercase());
         let device = match self.bus {

@@ -11,6 +11,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// Reboots before the job starts that are taken as part of booting.
+const MAX_EARLY_REBOOTS: u32 = 3;
+
 /// `target/` of the workspace (or `$CARGO_TARGET_DIR`).
 pub fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
@@ -176,7 +179,29 @@ impl Pi {
         self.boot_until(move |_, console| cut(&share, console))
     }
 
+    /// Boots until the job has run: a guest that reboots before its agent
+    /// starts the job (systemd-fsck repairing root after a power cut does
+    /// that) is simply booted again, as a real Pi would be.
     fn boot_until(&mut self, mut until: impl FnMut(&Share, &str) -> bool) -> Result<Boot> {
+        for _ in 0..MAX_EARLY_REBOOTS {
+            let boot = self.boot_once(&mut until)?;
+            let rebooted = matches!(boot.record.ending, Ending::Reboot | Ending::TrybootReboot);
+            if !rebooted || self.share.started() {
+                return Ok(boot);
+            }
+            eprintln!(
+                "testbed: {} boot {}: rebooted before the job started; booting again",
+                self.name, boot.number
+            );
+        }
+        bail!(
+            "{}: the guest rebooted {MAX_EARLY_REBOOTS} times without starting its job; see {}",
+            self.name,
+            self.logs.display()
+        )
+    }
+
+    fn boot_once(&mut self, until: &mut impl FnMut(&Share, &str) -> bool) -> Result<Boot> {
         self.boots += 1;
         let n = self.boots;
         // Like the real flag, the trial request is cleared before the

@@ -28,11 +28,21 @@ impl Profile {
             .with_context(|| format!("no disk profile {name:?}: add a row to testbed/profiles.tsv"))
     }
 
-    /// The `-drive` suboptions that make QEMU enforce this profile.
-    pub fn drive_options(&self) -> String {
+    /// The `-drive` suboptions that make QEMU enforce this profile on a disk
+    /// whose emulation issues requests of `request_size` bytes at most.
+    ///
+    /// IOPS in the table mean 4 KiB operations, as fio and PI-FACTS.md count
+    /// them. QEMU's SD card model reads and writes one 512-byte block per
+    /// request, so there a 4 KiB operation is 8 requests and the limit is
+    /// scaled to match; other buses pass whole requests (`request_size` 0).
+    pub fn drive_options(&self, request_size: u64) -> String {
+        let scale = |v: Option<u64>| match request_size {
+            0 => v,
+            n => v.map(|v| v * (4096 / n).max(1)),
+        };
         let limits = [
-            ("iops-read", self.iops_read),
-            ("iops-write", self.iops_write),
+            ("iops-read", scale(self.iops_read)),
+            ("iops-write", scale(self.iops_write)),
             ("bps-read", self.bps_read),
             ("bps-write", self.bps_write),
         ];
@@ -108,8 +118,13 @@ mod tests {
     fn options_skip_unlimited_columns() {
         let p = parse("x - 50 3M -").unwrap().remove(0);
         assert_eq!(
-            p.drive_options(),
+            p.drive_options(0),
             ",throttling.iops-write=50,throttling.bps-read=3000000"
+        );
+        // 512-byte requests (the SD card): 8 per 4 KiB operation.
+        assert_eq!(
+            p.drive_options(512),
+            ",throttling.iops-write=400,throttling.bps-read=3000000"
         );
     }
 
