@@ -18,7 +18,10 @@ const MAX_EARLY_REBOOTS: u32 = 3;
 pub fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
+        .unwrap_or_else(|| {
+            let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+            crate_dir.parent().unwrap_or(crate_dir).join("target")
+        })
 }
 
 /// One finished boot: what the firmware loaded, how it ended, what the job said.
