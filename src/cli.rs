@@ -46,8 +46,9 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "DIR", hide_short_help = true)]
     pub sysroot: Option<PathBuf>,
 
+    /// Without one, on a terminal: the guided wizard; otherwise this help.
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -64,6 +65,8 @@ pub enum Command {
     Rollback(RollbackArgs),
     /// Rank the attached drives by random 4K speed against the current root, and pick one.
     Recommend(RecommendArgs),
+    /// A guided migration that explains and asks (what `pimigrate` alone starts on a terminal).
+    Wizard(WizardArgs),
 }
 
 #[derive(Debug, Args)]
@@ -82,6 +85,75 @@ pub struct MigrateArgs {
     /// Reboot when done (into the trial boot, when there is one).
     #[arg(long)]
     pub reboot: bool,
+}
+
+/// Every question the wizard asks has a flag, so it also runs unattended:
+/// `pimigrate wizard --yes --target /dev/sda --layout root-only --no-bench`.
+#[derive(Debug, Default, Args)]
+pub struct WizardArgs {
+    /// The whole disk to move the system to (instead of choosing it).
+    #[arg(long, value_name = "DEV")]
+    pub target: Option<PathBuf>,
+
+    /// root-only or full (instead of choosing).
+    #[arg(long, value_enum)]
+    pub layout: Option<Layout>,
+
+    /// Partition table (asked only for disks over 2 TiB).
+    #[arg(long, value_enum)]
+    pub table: Option<TableChoice>,
+
+    /// Quick benchmarks, without asking (about 20 s a drive).
+    #[arg(long, conflicts_with = "no_bench")]
+    pub quick: bool,
+
+    /// No benchmarks: choose the disk without measuring.
+    #[arg(long)]
+    pub no_bench: bool,
+
+    /// Boot the new root once on trial before it is permanent (a root-only
+    /// move on a firmware with tryboot; forces it where pimigrate cannot tell).
+    #[arg(long, conflicts_with = "no_trial")]
+    pub trial: bool,
+
+    /// Change cmdline.txt directly, without a trial boot.
+    #[arg(long)]
+    pub no_trial: bool,
+
+    /// Ask nothing: open questions take their defaults and the target is
+    /// erased without typing its name (needs --target).
+    #[arg(long, requires = "target")]
+    pub yes: bool,
+
+    /// Seed for the random ids, to make a plan reproducible.
+    #[arg(long, value_name = "N", hide_short_help = true)]
+    pub seed: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// Make the trial boot permanent when every check passes: cmdline.txt is
+    /// replaced by the trial's command line (after a backup) and the tryboot
+    /// files are removed.
+    #[arg(long)]
+    pub commit: bool,
+
+    /// Add usb-storage.quirks=VID:PID:u for the target's USB bridge to the
+    /// command line the next boot reads (for bridges that reset on uas).
+    #[arg(long)]
+    pub apply_quirk: bool,
+
+    /// Do not run the before/after benchmark.
+    #[arg(long)]
+    pub no_bench: bool,
+
+    /// Shorter benchmark on a smaller test file (under 20 s).
+    #[arg(long, conflicts_with = "no_bench")]
+    pub quick: bool,
+
+    /// Seconds each timed test runs after its ramp.
+    #[arg(long, value_name = "S", value_parser = crate::bench::suite::parse_runtime, conflicts_with = "no_bench")]
+    pub runtime: Option<f64>,
 }
 
 #[derive(Debug, Args)]

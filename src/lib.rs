@@ -15,4 +15,6 @@ pub mod plan;
 pub mod recommend;
 pub mod system;
 pub mod tools;
+pub mod ui;
 pub mod units;
+pub mod wizard;

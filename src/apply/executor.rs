@@ -95,7 +95,7 @@ pub fn apply(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<Jo
         crate::failpoint::hit("after-target-edits");
         journal.mark(Step::TargetEdited, &state_dir)?;
     }
-    copy_journal_to_target(&journal, target_root.path())?;
+    copy_journal_to_target(&journal, &state_dir, target_root.path())?;
     crate::failpoint::hit("after-journal-copy");
     nix::unistd::sync();
     if let Some(boot) = target_boot {
@@ -386,9 +386,37 @@ fn edit_source_boot(
 }
 
 /// The journal goes along to the new system, so `rollback` and `verify`
-/// work from there too.
-fn copy_journal_to_target(journal: &Journal, target_root: &Path) -> Result<()> {
+/// work from there too; so do the benchmark reports, which hold the
+/// "before" figures `verify` compares the new root with.
+fn copy_journal_to_target(journal: &Journal, state_dir: &Path, target_root: &Path) -> Result<()> {
     let dir = target_root.join("var/lib/pimigrate");
     let mut copy = journal.clone();
-    copy.save(&dir)
+    copy.save(&dir)?;
+    copy_reports(&state_dir.join("reports"), &dir.join("reports"))
+}
+
+/// Copies every saved report (a missing directory means none were saved).
+fn copy_reports(from: &Path, to: &Path) -> Result<()> {
+    let entries = match std::fs::read_dir(from) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(err) => return Err(err).with_context(|| format!("listing {}", from.display())),
+    };
+    std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
+    for entry in entries {
+        let path = entry
+            .with_context(|| format!("listing {}", from.display()))?
+            .path();
+        if path.extension().is_some_and(|ext| ext == "json") {
+            let dest = to.join(path.file_name().unwrap_or_default());
+            std::fs::copy(&path, &dest).with_context(|| {
+                format!(
+                    "copying the report {} to {}",
+                    path.display(),
+                    dest.display()
+                )
+            })?;
+        }
+    }
+    Ok(())
 }

@@ -42,11 +42,14 @@ pub struct Journal {
     pub backups: BTreeMap<PathBuf, PathBuf>,
     /// Files created on the source's boot partition, which `rollback` removes.
     pub created: Vec<PathBuf>,
+    /// When `verify --commit` made a trial boot permanent (Unix time).
+    #[serde(default)]
+    pub committed: Option<u64>,
     pub started: u64,
     pub updated: u64,
 }
 
-fn now() -> u64 {
+pub fn now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -63,6 +66,7 @@ impl Journal {
             done: Vec::new(),
             backups: BTreeMap::new(),
             created: Vec::new(),
+            committed: None,
             started: now(),
             updated: now(),
         }

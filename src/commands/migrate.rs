@@ -77,28 +77,12 @@ pub fn run(cli: &Cli, args: &MigrateArgs, host: &Host) -> Result<u8> {
         signal_hook::flag::register(signal, Arc::clone(&cancel))
             .context("installing the Ctrl-C handler")?;
     }
-    let bar = copy_bar(cli, journal.plan.copy.space.used_bytes);
-    let step = |message: &str| match &bar {
-        Some(bar) => bar.println(format!("==> {message}")),
-        None if !cli.json && !cli.quiet => eprintln!("==> {message}"),
-        None => {}
+    let chatty = !cli.json && !cli.quiet;
+    let display = ProgressDisplay {
+        copy_bar: chatty && std::io::stderr().is_terminal(),
+        step_lines: chatty,
     };
-    let copy_progress = |bytes: u64, files: u64| {
-        if let Some(bar) = &bar {
-            bar.set_position(bytes);
-            bar.set_message(format!("{files} files"));
-        }
-    };
-    let ctx = ApplyContext {
-        cancel: &cancel,
-        step: &step,
-        copy_progress: &copy_progress,
-    };
-    let result = apply(&system, journal, &ctx);
-    if let Some(bar) = &bar {
-        bar.finish_and_clear();
-    }
-    let journal = result?;
+    let journal = apply_with_progress(&system, journal, &cancel, display)?;
     let code = finish(cli, &journal, "migrated")?;
     if args.reboot {
         reboot(&journal.plan)?;
@@ -212,21 +196,61 @@ fn confirm(args: &MigrateArgs, plan: &Plan) -> Result<()> {
     Ok(())
 }
 
-fn copy_bar(cli: &Cli, total: u64) -> Option<indicatif::ProgressBar> {
-    if cli.json || cli.quiet || !std::io::stderr().is_terminal() {
-        return None;
+/// How the executor's progress is shown.
+#[derive(Debug, Clone, Copy)]
+pub struct ProgressDisplay {
+    /// A bar for the copy (bytes, files, speed, ETA).
+    pub copy_bar: bool,
+    /// A `==> step` line as each step begins.
+    pub step_lines: bool,
+}
+
+/// Runs the executor with the progress display `migrate` uses (the wizard
+/// too): step lines on stderr, printed above the copy bar while it runs.
+pub fn apply_with_progress(
+    system: &System,
+    journal: Journal,
+    cancel: &AtomicBool,
+    display: ProgressDisplay,
+) -> Result<Journal> {
+    let bar = display
+        .copy_bar
+        .then(|| copy_bar(journal.plan.copy.space.used_bytes));
+    let step = |message: &str| match &bar {
+        Some(bar) => bar.println(format!("==> {message}")),
+        None if display.step_lines => eprintln!("==> {message}"),
+        None => {}
+    };
+    let copy_progress = |bytes: u64, files: u64| {
+        if let Some(bar) = &bar {
+            bar.set_position(bytes);
+            bar.set_message(format!("{files} files"));
+        }
+    };
+    let ctx = ApplyContext {
+        cancel,
+        step: &step,
+        copy_progress: &copy_progress,
+    };
+    let result = apply(system, journal, &ctx);
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
     }
+    result
+}
+
+fn copy_bar(total: u64) -> indicatif::ProgressBar {
     let bar = indicatif::ProgressBar::new(total);
     let style = indicatif::ProgressStyle::with_template(
         "{bar:30} {bytes}/{total_bytes} {binary_bytes_per_sec} {msg} ETA {eta}",
     )
     .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
     bar.set_style(style);
-    Some(bar)
+    bar
 }
 
 /// What the user does next, in order.
-fn next_steps(plan: &Plan) -> Vec<String> {
+pub fn next_steps(plan: &Plan) -> Vec<String> {
     let mut steps = Vec::new();
     match (plan.layout, &plan.trial_boot) {
         (Layout::RootOnly, Some(_)) => {

@@ -6,6 +6,7 @@ pub mod migrate;
 pub mod plan;
 pub mod recommend;
 pub mod rollback;
+pub mod wizard;
 
 use crate::cli::{Cli, Command};
 use crate::host::Host;
@@ -19,13 +20,17 @@ pub const EXIT_REFUSED: u8 = 3;
 
 pub fn run(cli: &Cli) -> Result<u8> {
     let host = host_from(cli)?;
-    match &cli.command {
+    let Some(command) = &cli.command else {
+        return wizard::without_subcommand(cli, &host);
+    };
+    match command {
         Command::Devices(args) => devices::run(cli, args, &host),
         Command::Plan(args) => plan::run(cli, args, &host),
         Command::Bench(args) => bench::run(cli, args, &host),
         Command::Migrate(args) => migrate::run(cli, args, &host),
         Command::Rollback(args) => rollback::run(cli, args, &host),
         Command::Recommend(args) => recommend::run(cli, args, &host),
+        Command::Wizard(args) => wizard::run(cli, args, &host),
     }
 }
 

@@ -14,17 +14,57 @@ use crate::recommend::freshness::Freshness;
 use crate::recommend::measure::{Measured, Measurer, Method};
 use crate::recommend::survey::survey;
 use crate::recommend::warnings::Usb3Ports;
-use crate::recommend::{self, Drive, Evidence, Origin, Setting};
+use crate::recommend::{self, Drive, Evidence, Origin, Recommendation, Setting};
 use crate::system::disks::Disk;
 use crate::system::pi::PiFamily;
 use crate::system::System;
 use anyhow::Result;
 use std::io::IsTerminal;
+use std::sync::atomic::AtomicBool;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub fn run(cli: &Cli, args: &RecommendArgs, host: &Host) -> Result<u8> {
     let system = System::inspect(host)?;
-    let survey = survey(&system, args.all)?;
+    let chatty = !cli.json && !cli.quiet;
+    let interrupted = crate::bench::stop_on_signals()?;
+    let shown = Shown {
+        chatty,
+        progress_bars: chatty && std::io::stdout().is_terminal(),
+    };
+    let Some(recommendation) = rank_drives(&system, args, host, shown, &interrupted)? else {
+        return interrupted_exit();
+    };
+    if cli.json {
+        print_json(&recommendation)?;
+    } else {
+        if chatty {
+            println!();
+        }
+        print!("{}", recommend::render::text(&recommendation));
+    }
+    Ok(EXIT_OK)
+}
+
+/// What is printed while drives are measured.
+#[derive(Debug, Clone, Copy)]
+pub struct Shown {
+    /// Which drive is being measured, and how.
+    pub chatty: bool,
+    /// A progress bar per test.
+    pub progress_bars: bool,
+}
+
+/// Reuses fresh reports or benchmarks the current root and every
+/// candidate, then ranks them (the wizard's benchmark step too). `None`
+/// when `interrupted` was set: test files are removed by then.
+pub fn rank_drives(
+    system: &System,
+    args: &RecommendArgs,
+    host: &Host,
+    shown: Shown,
+    interrupted: &AtomicBool,
+) -> Result<Option<Recommendation>> {
+    let survey = survey(system, args.all)?;
     let preset = if args.quick {
         Preset::Quick
     } else {
@@ -44,9 +84,7 @@ pub fn run(cli: &Cli, args: &RecommendArgs, host: &Host) -> Result<u8> {
     } else {
         report::list(&report::reports_dir(host))?
     };
-    let chatty = !cli.json && !cli.quiet;
-    let ui = ProgressUi::new(chatty && std::io::stdout().is_terminal());
-    let interrupted = crate::bench::stop_on_signals()?;
+    let ui = ProgressUi::new(shown.progress_bars);
     let gatherer = Gatherer {
         args,
         freshness: &freshness,
@@ -54,7 +92,7 @@ pub fn run(cli: &Cli, args: &RecommendArgs, host: &Host) -> Result<u8> {
         // An inspected tree (--sysroot) has no devices to open.
         can_measure: host.is_live() && !args.reuse,
         measurer: Measurer {
-            system: &system,
+            system,
             host,
             options: RunOptions {
                 params: SuiteParams::new(preset, args.runtime, None),
@@ -64,18 +102,18 @@ pub fn run(cli: &Cli, args: &RecommendArgs, host: &Host) -> Result<u8> {
                 existing_file: None,
             },
             ui,
-            interrupted: &interrupted,
-            chatty,
+            interrupted,
+            chatty: shown.chatty,
         },
     };
 
     let Some(current_root) = gatherer.drive(&survey.current_root, &Method::SourceRoot)? else {
-        return interrupted_exit();
+        return Ok(None);
     };
     let mut candidates = Vec::new();
     for disk in &survey.candidates {
         let Some(drive) = gatherer.drive(disk, &Method::for_candidate(disk))? else {
-            return interrupted_exit();
+            return Ok(None);
         };
         candidates.push(drive);
     }
@@ -84,17 +122,7 @@ pub fn run(cli: &Cli, args: &RecommendArgs, host: &Host) -> Result<u8> {
         usb3_ports: usb3_ports(system.pi.family),
         now,
     };
-    let recommendation =
-        recommend::recommend(&current_root, &candidates, survey.excluded, &setting)?;
-    if cli.json {
-        print_json(&recommendation)?;
-    } else {
-        if chatty {
-            println!();
-        }
-        print!("{}", recommend::render::text(&recommendation));
-    }
-    Ok(EXIT_OK)
+    recommend::recommend(&current_root, &candidates, survey.excluded, &setting).map(Some)
 }
 
 fn interrupted_exit() -> Result<u8> {

@@ -1,0 +1,315 @@
+//! `pimigrate verify`: run after the reboot into the migrated system.
+//! Order: read the journal and the system, check, commit (only when every
+//! check passed), apply the quirk, benchmark, print.
+
+use super::bench::EXIT_INTERRUPTED;
+use super::{print_json, EXIT_FAILED, EXIT_NOTHING_TO_VERIFY, EXIT_OK};
+use crate::apply::journal::{Journal, Step};
+use crate::bench::machine::Throttled;
+use crate::bench::progress::ProgressUi;
+use crate::bench::report::{self, DeviceIdentity, Report};
+use crate::bench::run::{run_target, RunOptions, RunOutcome};
+use crate::bench::suite::{Preset, SuiteParams};
+use crate::cli::{Cli, VerifyArgs};
+use crate::host::Host;
+use crate::system::source::resolve;
+use crate::system::System;
+use crate::verify::expected::Expected;
+use crate::verify::kernel_log::KernelLog;
+use crate::verify::{
+    checks, commit, compare, device_name, health, render, rollback_advice, BenchComparison,
+    Outcome, ReportRef, TrialState, Verification, VERIFY_SCHEMA,
+};
+use anyhow::{bail, Result};
+use std::io::IsTerminal;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+
+pub fn run(cli: &Cli, args: &VerifyArgs, host: &Host) -> Result<u8> {
+    let state_dir = host.path(&host.state_dir);
+    let Some(mut journal) = Journal::load(&state_dir)? else {
+        return finish(
+            cli,
+            Verification::nothing(format!(
+                "no migration journal in {} (`pimigrate migrate` writes it, and copies it to the new root)",
+                state_dir.display()
+            )),
+        );
+    };
+    let system = System::inspect(host)?;
+    let expected = Expected::from_journal(&journal)?;
+    if let Some(why) = not_yet(&system, &journal, &expected) {
+        return finish(cli, Verification::nothing(why));
+    }
+    let target = health::target_disk(&system, &expected);
+    let quirk = match (args.apply_quirk, target) {
+        (false, _) => None,
+        (true, Some(disk)) => match health::quirk_for(disk) {
+            Some(quirk) => Some(quirk),
+            None => bail!(
+                "--apply-quirk: {} is not behind a USB bridge on the uas driver; nothing was changed",
+                disk.path.display()
+            ),
+        },
+        (true, None) => bail!("--apply-quirk: the target disk is not attached; nothing was changed"),
+    };
+
+    let log = KernelLog::read(host);
+    let throttled = host.is_live().then(read_throttled).flatten();
+    let mut v = Verification {
+        target: target.map(|d| d.describe()),
+        layout: Some(expected.layout),
+        checks: checks::run(&system, &expected),
+        warnings: health::warnings(&system, &expected, &log, throttled.as_ref()),
+        ..Verification::nothing(String::new())
+    };
+    v.message = None;
+    let passed = v.passed();
+
+    if args.commit {
+        match commit_refusal(&system, &expected, passed) {
+            Some(Refusal::Refused(why)) => v.refused.push(why),
+            Some(Refusal::NothingToDo(why)) => v.message = Some(why),
+            None => v
+                .actions
+                .extend(commit::commit(host, &mut journal, &expected, &state_dir)?),
+        }
+    } else if passed && expected.trial_pending() {
+        v.message =
+            Some("run `sudo pimigrate verify --commit` to make the trial boot permanent".into());
+    }
+    // The commit changes which file the next boots read.
+    let expected = Expected::from_journal(&journal)?;
+    if let Some(quirk) = quirk {
+        v.actions.extend(commit::apply_quirk(
+            host,
+            &mut journal,
+            &expected,
+            &state_dir,
+            &quirk,
+        )?);
+    }
+    v.trial_boot = expected.trial.as_ref().map(|_| TrialState {
+        active: system.pi.in_trial_boot,
+        committed_at: expected.committed.map(report::rfc3339_utc),
+    });
+
+    if !args.no_bench {
+        let Some(bench) = benchmark(cli, args, &system, &expected, &journal, passed)? else {
+            eprintln!("pimigrate: interrupted; the test file was removed");
+            return Ok(EXIT_INTERRUPTED);
+        };
+        v.benchmark = Some(bench);
+    }
+    v.result = if passed && v.refused.is_empty() {
+        Outcome::Pass
+    } else {
+        Outcome::Fail
+    };
+    if v.result == Outcome::Fail {
+        v.rollback = rollback_advice(&expected);
+    }
+    finish(cli, v)
+}
+
+fn finish(cli: &Cli, v: Verification) -> Result<u8> {
+    debug_assert_eq!(v.schema, VERIFY_SCHEMA);
+    if cli.json {
+        print_json(&v)?;
+    } else {
+        print!("{}", render::text(&v));
+    }
+    Ok(match v.result {
+        Outcome::Pass => EXIT_OK,
+        Outcome::Fail => EXIT_FAILED,
+        Outcome::NothingToVerify => EXIT_NOTHING_TO_VERIFY,
+    })
+}
+
+/// Still on the SD card's root, and either the migration did not finish
+/// or there was no reboot since it did: nothing to verify yet. (Back on
+/// the SD card after a reboot means the new root did not come up: that is
+/// a failure, and the checks say so.)
+fn not_yet(system: &System, journal: &Journal, expected: &Expected) -> Option<String> {
+    let running = system
+        .source
+        .running_root_devno
+        .and_then(|devno| device_name(&system.disks, devno))?;
+    if !resolve(&expected.old_root_spec, &system.disks).contains(&running) {
+        return None;
+    }
+    if !journal.is_done(Step::SourceBootEdited) {
+        return Some(format!(
+            "the migration has not finished (still running from {running}): `sudo pimigrate migrate --resume` carries on"
+        ));
+    }
+    let booted = boot_time(&system.host)?;
+    (booted < journal.updated).then(|| {
+        let reboot = if expected.trial.is_some() {
+            "sudo reboot \"0 tryboot\""
+        } else {
+            "sudo reboot"
+        };
+        format!("the system still runs from {running} and has not rebooted since the migration: `{reboot}`, then verify")
+    })
+}
+
+/// `btime` of /proc/stat: when this boot began (Unix time).
+fn boot_time(host: &Host) -> Option<u64> {
+    let stat = std::fs::read_to_string(host.proc("stat")).ok()?;
+    stat.lines()
+        .find_map(|l| l.strip_prefix("btime "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+enum Refusal {
+    Refused(String),
+    NothingToDo(String),
+}
+
+fn commit_refusal(system: &System, expected: &Expected, passed: bool) -> Option<Refusal> {
+    if expected.trial.is_none() {
+        return Some(Refusal::NothingToDo(
+            "nothing to commit: this migration changed cmdline.txt directly, without a trial boot"
+                .into(),
+        ));
+    }
+    if expected.committed.is_some() {
+        return Some(Refusal::NothingToDo(
+            "nothing to commit: the trial boot was already made permanent".into(),
+        ));
+    }
+    if !passed {
+        return Some(Refusal::Refused(
+            "not committed: the checks failed, and cmdline.txt still boots the SD card".into(),
+        ));
+    }
+    if !system.pi.in_trial_boot {
+        return Some(Refusal::Refused(
+            "not committed: this is not the trial boot".into(),
+        ));
+    }
+    None
+}
+
+fn read_throttled() -> Option<Throttled> {
+    let vcgencmd = crate::tools::which("vcgencmd")?;
+    let output = std::process::Command::new(vcgencmd)
+        .arg("get_throttled")
+        .output()
+        .ok()?;
+    output
+        .status
+        .success()
+        .then(|| Throttled::parse(&String::from_utf8_lossy(&output.stdout)))
+}
+
+/// The post-migration benchmark and its comparison; `None` after Ctrl-C.
+fn benchmark(
+    cli: &Cli,
+    args: &VerifyArgs,
+    system: &System,
+    expected: &Expected,
+    journal: &Journal,
+    passed: bool,
+) -> Result<Option<BenchComparison>> {
+    let host = &system.host;
+    let reports = report::list(&report::reports_dir(host))?;
+    let identity = |spec: &crate::bootcfg::DeviceSpec| {
+        let names = resolve(spec, &system.disks);
+        system
+            .disks
+            .iter()
+            .find(|d| {
+                d.partitions.iter().any(|p| {
+                    p.path
+                        .as_ref()
+                        .is_some_and(|path| names.contains(&path.display().to_string()))
+                })
+            })
+            .map(DeviceIdentity::from_disk)
+    };
+    let old = identity(&expected.old_root_spec);
+    let new = identity(&expected.root_spec());
+    let before = compare::find_before(&reports, old.as_ref(), new.as_ref(), journal.started);
+    let mut out = BenchComparison {
+        before: before.map(|r| reference(&r.report, &r.path)),
+        ..BenchComparison::default()
+    };
+    let skip = if !passed {
+        Some("not run: the checks failed".to_string())
+    } else if !host.is_live() {
+        Some("not run: an inspected system (--sysroot) cannot be benchmarked".to_string())
+    } else {
+        None
+    };
+    if let Some(why) = skip {
+        out.skipped = Some(why);
+        return Ok(Some(out));
+    }
+    let preset = if args.quick {
+        Preset::Quick
+    } else {
+        before.map_or(Preset::Standard, |r| r.report.parameters.suite.preset)
+    };
+    let options = RunOptions {
+        params: SuiteParams::new(preset, args.runtime, None),
+        size_given: None,
+        engine: crate::bench::engine::choose(None)?,
+        only: Vec::new(),
+        existing_file: None,
+    };
+    let chatty = !cli.json && !cli.quiet;
+    if chatty {
+        println!(
+            "Benchmarking the new root ({preset} suite, a test file on /, removed afterwards)"
+        );
+    }
+    let ui = ProgressUi::new(chatty && std::io::stdout().is_terminal());
+    let interrupted = crate::bench::stop_on_signals()?;
+    let target = crate::bench::target::resolve(system, host, None, false)?;
+    let outcome = match run_target(system, host, &target, &options, &ui, &interrupted) {
+        Err(_) if interrupted.load(Ordering::Relaxed) => return Ok(None),
+        other => other?,
+    };
+    let after = match outcome {
+        RunOutcome::Done(report) => report,
+        RunOutcome::Interrupted(_) => return Ok(None),
+    };
+    let saved = report::save(&after, &report::reports_dir(host));
+    let path = saved
+        .as_ref()
+        .map_or_else(|_| Path::new("(not saved)").to_path_buf(), Clone::clone);
+    out.after = Some(reference(&after, &path));
+    if let Err(err) = saved {
+        out.skipped = Some(format!("the new report was not saved: {err:#}"));
+    }
+    match before {
+        Some(before) => {
+            out.rows = compare::compare(&before.report, &after);
+            if out.rows.is_empty() {
+                out.skipped = Some("the before report has no test in common with this run".into());
+            }
+        }
+        None => {
+            out.skipped = Some(format!(
+                "no \"before\" report of the old root in {}: `pimigrate bench` on the SD system saves one",
+                report::reports_dir(host).display()
+            ))
+        }
+    }
+    Ok(Some(out))
+}
+
+fn reference(report: &Report, path: &Path) -> ReportRef {
+    ReportRef {
+        id: report.id.clone(),
+        path: path.display().to_string(),
+        device: report.target.device.as_ref().map(|d| {
+            let name = crate::units::join_present([d.vendor.as_deref(), d.model.as_deref()]);
+            format!("{} {name}", d.path.display())
+        }),
+        started_at: report.started_at.clone(),
+        preset: report.parameters.suite.preset.to_string(),
+    }
+}

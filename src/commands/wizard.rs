@@ -1,0 +1,86 @@
+//! `pimigrate wizard`, and `pimigrate` with no subcommand on a terminal:
+//! the guided migration (see src/wizard/ and docs/wizard.md).
+
+use super::{EXIT_ERROR, EXIT_OK, EXIT_REFUSED};
+use crate::cli::{Cli, WizardArgs};
+use crate::host::Host;
+use crate::plan::TrialChoice;
+use crate::system::System;
+use crate::ui::TerminalUi;
+use crate::wizard::{Benchmarks, Outcome, Settings, Wizard};
+use anyhow::{bail, Result};
+use std::io::IsTerminal;
+
+/// clap's code for bad usage.
+pub const EXIT_USAGE: u8 = 2;
+/// Stopped by the person (Esc, Ctrl-C), as a shell reports Ctrl-C.
+pub const EXIT_STOPPED: u8 = 130;
+
+/// `pimigrate` alone: the wizard for a person at a terminal; help (and
+/// the usage error code) for a script, which must say what it wants.
+pub fn without_subcommand(cli: &Cli, host: &Host) -> Result<u8> {
+    if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() && !cli.json {
+        return run(cli, &WizardArgs::default(), host);
+    }
+    use clap::CommandFactory;
+    let mut help = Cli::command();
+    eprintln!("{}", help.render_help());
+    Ok(EXIT_USAGE)
+}
+
+pub fn run(cli: &Cli, args: &WizardArgs, host: &Host) -> Result<u8> {
+    if cli.json {
+        bail!("the wizard talks to a person; for JSON use `pimigrate plan --json` and `pimigrate migrate --json`");
+    }
+    let settings = settings_from(args);
+    let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    if !settings.yes && !interactive {
+        bail!(
+            "the wizard asks questions on a terminal; without one, give --yes and --target \
+             (and --layout, --no-bench or --quick as wanted)"
+        );
+    }
+    let system = System::inspect(host)?;
+    // Off a terminal (--yes) nothing is asked, and a prompt the flags did
+    // not answer fails with its name instead of waiting for no one.
+    let ui = TerminalUi::new()?;
+    let wizard = Wizard {
+        system: &system,
+        host,
+        ui: &ui,
+        settings: &settings,
+    };
+    let outcome = wizard.run()?;
+    Ok(exit_code(&outcome))
+}
+
+fn settings_from(args: &WizardArgs) -> Settings {
+    Settings {
+        target: args.target.clone(),
+        layout: args.layout,
+        table: args.table,
+        benchmarks: if args.no_bench {
+            Benchmarks::Skip
+        } else if args.quick {
+            Benchmarks::Quick
+        } else {
+            Benchmarks::Ask
+        },
+        trial: match (args.trial, args.no_trial) {
+            (true, _) => Some(TrialChoice::Always),
+            (_, true) => Some(TrialChoice::Never),
+            _ => None,
+        },
+        yes: args.yes,
+        seed: args.seed,
+    }
+}
+
+fn exit_code(outcome: &Outcome) -> u8 {
+    match outcome {
+        Outcome::Migrated(_) | Outcome::Rehearsed | Outcome::NothingToDo => EXIT_OK,
+        Outcome::Stopped => EXIT_STOPPED,
+        Outcome::NotConfirmed => EXIT_ERROR,
+        Outcome::Refused => EXIT_REFUSED,
+    }
+}

@@ -1,0 +1,317 @@
+//! The pass/fail checks: is the system running from what the migration
+//! built, and does every name in the boot files point at exactly one device?
+
+use super::expected::Expected;
+use super::{device_name, Check};
+use crate::bootcfg::{Cmdline, ConfigTxt, DeviceSpec, FilterContext};
+use crate::system::source::resolve;
+use crate::system::System;
+use std::path::PathBuf;
+
+pub fn run(system: &System, expected: &Expected) -> Vec<Check> {
+    let mut checks = vec![root_mounted(system, expected)];
+    checks.push(kernel_root(system, expected));
+    checks.extend(fstab_entries(system, expected));
+    checks.push(ids_unique(system, expected));
+    checks.push(boot_partition(system, expected));
+    checks.extend(trial_boot(system, expected));
+    checks
+}
+
+/// The name of the one partition the target's root PARTUUID matches, or a
+/// failed check that says why there is not exactly one.
+fn target_root(system: &System, expected: &Expected, code: &'static str) -> Result<String, Check> {
+    let spec = expected.root_spec();
+    let matches = resolve(&spec, &system.disks);
+    match matches.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Err(Check::fail(
+            code,
+            format!("the target's root partition {spec} is not attached"),
+        )
+        .hint("plug the target disk in; `pimigrate devices` lists what is attached")),
+        many => Err(Check::fail(
+            code,
+            format!(
+                "{spec} names {} partitions: {}; the kernel may mount either",
+                many.len(),
+                many.join(", ")
+            ),
+        )
+        .devices(many.to_vec())),
+    }
+}
+
+fn root_mounted(system: &System, expected: &Expected) -> Check {
+    const CODE: &str = "root-mounted";
+    let target = match target_root(system, expected, CODE) {
+        Ok(name) => name,
+        Err(check) => return check,
+    };
+    let running = system
+        .source
+        .running_root_devno
+        .and_then(|devno| device_name(&system.disks, devno));
+    let spec = expected.root_spec();
+    match running {
+        Some(running) if running == target => Check::pass(
+            CODE,
+            format!("/ is mounted from {target} ({spec}), the migration's target"),
+        )
+        .devices(vec![target]),
+        running => Check::fail(
+            CODE,
+            format!(
+                "/ is mounted from {}, not from the target's {target} ({spec})",
+                running.as_deref().unwrap_or("an unknown device")
+            ),
+        )
+        .devices(running.into_iter().chain([target]).collect()),
+    }
+}
+
+/// The command-line file the firmware read for this boot: tryboot.txt's
+/// `cmdline=` in a trial boot, config.txt's otherwise (a view path).
+pub fn cmdline_in_use(system: &System, expected: &Expected) -> PathBuf {
+    let trial = system.pi.in_trial_boot;
+    let config_name = if trial
+        && system
+            .host
+            .path(expected.on_boot("tryboot.txt".as_ref()))
+            .exists()
+    {
+        "tryboot.txt"
+    } else {
+        "config.txt"
+    };
+    let settings = std::fs::read(system.host.path(expected.on_boot(config_name.as_ref())))
+        .ok()
+        .and_then(|bytes| ConfigTxt::parse(&bytes).ok())
+        .map(|config| {
+            config.effective(&FilterContext {
+                model: system.pi.config_filter.map(str::to_string),
+                tryboot: trial,
+            })
+        })
+        .unwrap_or_default();
+    expected.on_boot(settings.cmdline_file().as_ref())
+}
+
+/// `root=` of a command line, or why there is none.
+fn root_of(bytes: &[u8]) -> Result<DeviceSpec, String> {
+    Cmdline::parse(bytes)
+        .and_then(|c| c.root())
+        .map_err(|e| e.to_string())
+}
+
+fn kernel_root(system: &System, expected: &Expected) -> Check {
+    const CODE: &str = "kernel-root";
+    let host = &system.host;
+    let proc_path = host.proc("cmdline");
+    let kernel = match std::fs::read(&proc_path) {
+        Ok(bytes) => root_of(&bytes),
+        Err(err) => Err(format!("cannot read {}: {err}", proc_path.display())),
+    };
+    let kernel = match kernel {
+        Ok(spec) => spec,
+        Err(err) => return Check::fail(CODE, format!("the running kernel's root=: {err}")),
+    };
+    let file = cmdline_in_use(system, expected);
+    let from_file = match std::fs::read(host.path(&file)) {
+        Ok(bytes) => root_of(&bytes),
+        Err(err) => Err(format!("cannot read it: {err}")),
+    };
+    let from_file = match from_file {
+        Ok(spec) => spec,
+        Err(err) => {
+            return Check::fail(CODE, format!("{}: {err}", file.display()))
+                .hint("the firmware read this file at boot; restore it with `pimigrate rollback`")
+        }
+    };
+    if kernel != from_file {
+        return Check::fail(
+            CODE,
+            format!(
+                "the kernel started with root={kernel} (/proc/cmdline), but {} says root={from_file}",
+                file.display()
+            ),
+        )
+        .hint("the boot files changed since this boot, or the firmware read another file");
+    }
+    let target = match target_root(system, expected, CODE) {
+        Ok(name) => name,
+        Err(check) => return check,
+    };
+    let named = resolve(&kernel, &system.disks);
+    if named != [target.clone()] {
+        let named = if named.is_empty() {
+            "no attached device".to_string()
+        } else {
+            named.join(", ")
+        };
+        return Check::fail(
+            CODE,
+            format!("the kernel's root={kernel} names {named}, not the target's {target}"),
+        );
+    }
+    Check::pass(
+        CODE,
+        format!(
+            "the kernel's root={kernel} (/proc/cmdline) is the one in {} and names {target}",
+            file.display()
+        ),
+    )
+    .devices(vec![target])
+}
+
+/// Every device an fstab entry names must be exactly one; `/` must be the
+/// target's root partition.
+fn fstab_entries(system: &System, expected: &Expected) -> Vec<Check> {
+    const CODE: &str = "fstab";
+    let fstab = match &system.source.fstab {
+        Ok(file) => match &file.parsed {
+            Ok(fstab) => fstab,
+            Err(err) => return vec![Check::fail(CODE, err.clone())],
+        },
+        Err(err) => return vec![Check::fail(CODE, err.clone())],
+    };
+    let target = resolve(&expected.root_spec(), &system.disks);
+    let mut checks = Vec::new();
+    for entry in fstab.entries() {
+        let Ok(spec) = entry.device_spec() else {
+            continue;
+        };
+        let place = format!(
+            "/etc/fstab line {} ({} {})",
+            entry.line, entry.spec, entry.mountpoint
+        );
+        let matches = resolve(&spec, &system.disks);
+        let nofail = entry.options.split(',').any(|o| o == "nofail");
+        let check = match matches.as_slice() {
+            [] if nofail => Check::pass(
+                CODE,
+                format!("{place}: not attached (nofail: the boot does not wait for it)"),
+            ),
+            [] => Check::fail(CODE, format!("{place}: matches no attached device"))
+                .hint("the boot waits for it and drops to an emergency shell: attach it, fix the line, or add nofail"),
+            [one] if entry.mountpoint == "/" && target.as_slice() != [one.clone()] => {
+                Check::fail(
+                    CODE,
+                    format!("{place}: names {one}, not the target's root partition"),
+                )
+                .devices(vec![one.clone()])
+                .hint(format!(
+                    "put {} in the first field of the / line",
+                    expected.root_spec()
+                ))
+            }
+            [one] => Check::pass(CODE, format!("{place} → {one}")).devices(vec![one.clone()]),
+            many => Check::fail(
+                CODE,
+                format!(
+                    "{place}: matches {} devices: {} (duplicate {})",
+                    many.len(),
+                    many.join(", "),
+                    spec.kind_name()
+                ),
+            )
+            .devices(many.to_vec())
+            .hint("give the other device new ids, or detach it"),
+        };
+        checks.push(check);
+    }
+    checks
+}
+
+/// The ids the migration made must not exist twice (a clone, an old copy
+/// of the same disk): the kernel or systemd would pick either.
+fn ids_unique(system: &System, expected: &Expected) -> Check {
+    const CODE: &str = "ids-unique";
+    let mut duplicates = Vec::new();
+    let mut devices = Vec::new();
+    for id in &expected.new_ids {
+        let matches = resolve(id, &system.disks);
+        if matches.len() > 1 {
+            duplicates.push(format!("{id} on {}", matches.join(" and ")));
+            devices.extend(matches);
+        }
+    }
+    if duplicates.is_empty() {
+        let ids: Vec<String> = expected.new_ids.iter().map(ToString::to_string).collect();
+        return Check::pass(
+            CODE,
+            format!("the new ids are on one device each: {}", ids.join(", ")),
+        );
+    }
+    devices.sort();
+    devices.dedup();
+    Check::fail(CODE, format!("duplicate ids: {}", duplicates.join("; ")))
+        .devices(devices)
+        .hint("detach the other disk, or give it new ids (sfdisk --disk-id, tune2fs -U random, e2label)")
+}
+
+fn boot_partition(system: &System, expected: &Expected) -> Check {
+    const CODE: &str = "boot-partition";
+    let dir = &expected.boot_dir;
+    let Some(spec) = &expected.boot_spec else {
+        return Check::pass(
+            CODE,
+            format!(
+                "the boot files were in {} on the root filesystem, not a partition of their own",
+                dir.display()
+            ),
+        );
+    };
+    let intended = resolve(spec, &system.disks);
+    let mounted = system
+        .mounts
+        .at(dir)
+        .and_then(|m| device_name(&system.disks, m.devno));
+    match (intended.as_slice(), mounted) {
+        ([one], Some(mounted)) if *one == mounted => Check::pass(
+            CODE,
+            format!("{} is mounted from {mounted} ({spec}), the boot partition the firmware reads", dir.display()),
+        )
+        .devices(vec![mounted]),
+        ([one], mounted) => Check::fail(
+            CODE,
+            format!(
+                "{} is mounted from {}, not from the boot partition {one} ({spec})",
+                dir.display(),
+                mounted.as_deref().unwrap_or("nothing")
+            ),
+        )
+        .devices(mounted.into_iter().chain([one.clone()]).collect())
+        .hint("kernel and firmware updates go to the mounted directory: fix the boot line in /etc/fstab"),
+        ([], _) => Check::fail(CODE, format!("the boot partition {spec} is not attached")),
+        (many, _) => Check::fail(
+            CODE,
+            format!("the boot partition {spec} matches {}", many.join(", ")),
+        )
+        .devices(many.to_vec()),
+    }
+}
+
+fn trial_boot(system: &System, expected: &Expected) -> Option<Check> {
+    const CODE: &str = "trial-boot";
+    expected.trial.as_ref()?;
+    let flag = "/proc/device-tree/chosen/bootloader/tryboot";
+    Some(match (expected.committed, system.pi.in_trial_boot) {
+        (Some(when), _) => Check::pass(
+            CODE,
+            format!(
+                "the trial boot was made permanent at {}",
+                crate::bench::report::rfc3339_utc(when)
+            ),
+        ),
+        (None, true) => Check::pass(
+            CODE,
+            format!("this is the trial boot ({flag} reads 1): `sudo pimigrate verify --commit` makes it permanent"),
+        ),
+        (None, false) => Check::fail(
+            CODE,
+            format!("this is not the trial boot ({flag} is not 1): the firmware read config.txt and cmdline.txt"),
+        )
+        .hint("start the trial with `sudo reboot \"0 tryboot\"`"),
+    })
+}

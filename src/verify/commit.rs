@@ -1,0 +1,197 @@
+//! The two changes verify makes to the boot partition, both through the
+//! same atomic editor as the migration: `--commit` (the trial's command
+//! line becomes cmdline.txt) and `--apply-quirk` (usb-storage for a uas
+//! bridge). The journal learns of each backup before the file changes, so
+//! `rollback` can always restore the pre-migration cmdline.txt.
+
+use super::expected::Expected;
+use crate::apply::atomic;
+use crate::apply::journal::Journal;
+use crate::bootcfg::Cmdline;
+use crate::host::Host;
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+
+/// `cmdline.txt` → `cmdline.txt.pimigrate-backup`, as the migration names it.
+pub fn backup_name(file: &Path) -> PathBuf {
+    let mut name = file.file_name().unwrap_or_default().to_os_string();
+    name.push(".pimigrate-backup");
+    file.with_file_name(name)
+}
+
+/// A path relative to the boot partition (`/cmdline.txt`) as a path to open.
+fn on_boot(host: &Host, expected: &Expected, file: &Path) -> PathBuf {
+    host.path(expected.on_boot(file))
+}
+
+/// Makes a verified trial boot permanent; returns what it did, line by line.
+pub fn commit(
+    host: &Host,
+    journal: &mut Journal,
+    expected: &Expected,
+    state_dir: &Path,
+) -> Result<Vec<String>> {
+    let Some(trial) = &expected.trial else {
+        bail!("this migration had no trial boot: nothing to commit");
+    };
+    let cmdline = &expected.cmdline_file;
+    let backup = backup_name(cmdline);
+    let trial_cmdline = on_boot(host, expected, &trial.cmdline_file);
+    let new = std::fs::read(&trial_cmdline).with_context(|| {
+        format!(
+            "reading the trial's command line {}",
+            trial_cmdline.display()
+        )
+    })?;
+    let root = Cmdline::parse(&new)
+        .and_then(|c| c.root())
+        .with_context(|| format!("{} is not a usable command line", trial_cmdline.display()))?;
+    if root != expected.root_spec() && !root_is_planned(journal, &root) {
+        bail!(
+            "{} boots root={root}, not the target's {}; nothing was changed",
+            trial_cmdline.display(),
+            expected.root_spec()
+        );
+    }
+    // Journal first: a power cut after the backup must leave a journal
+    // that restores from it.
+    journal.backups.insert(cmdline.clone(), backup.clone());
+    journal.save(state_dir)?;
+
+    let mut done = Vec::new();
+    let live = on_boot(host, expected, cmdline);
+    atomic::backup(&live, &on_boot(host, expected, &backup))?;
+    atomic::replace(&live, &new)?;
+    done.push(format!(
+        "{} now holds the trial's command line (the original is in {})",
+        live.display(),
+        on_boot(host, expected, &backup).display()
+    ));
+    // tryboot.txt goes before the command line it points at, so a trial
+    // boot never finds a tryboot.txt whose cmdline= file is missing.
+    let tryboot = on_boot(host, expected, &trial.tryboot_file);
+    match &trial.backup {
+        Some(saved) if on_boot(host, expected, saved).exists() => {
+            let saved_path = on_boot(host, expected, saved);
+            let bytes = std::fs::read(&saved_path)
+                .with_context(|| format!("reading {}", saved_path.display()))?;
+            atomic::replace(&tryboot, &bytes)?;
+            remove(&saved_path)?;
+            journal.backups.remove(&trial.tryboot_file);
+            done.push(format!(
+                "{} restored from {}",
+                tryboot.display(),
+                saved_path.display()
+            ));
+        }
+        _ => {
+            if remove(&tryboot)? {
+                done.push(format!("removed {}", tryboot.display()));
+            }
+        }
+    }
+    if remove(&trial_cmdline)? {
+        done.push(format!("removed {}", trial_cmdline.display()));
+    }
+    sync_dir(&host.path(&expected.boot_dir));
+    let gone = [
+        expected.on_boot(&trial.tryboot_file),
+        expected.on_boot(&trial.cmdline_file),
+    ];
+    journal.created.retain(|path| !gone.contains(path));
+    journal.committed = Some(crate::apply::journal::now());
+    journal.save(state_dir)?;
+    done.push(format!(
+        "recorded in {}: `pimigrate rollback` still restores the pre-migration cmdline.txt",
+        Journal::path(state_dir).display()
+    ));
+    Ok(done)
+}
+
+/// The plan's own `root=` edit may use another kind of name (UUID=) for
+/// the same partition.
+fn root_is_planned(journal: &Journal, root: &crate::bootcfg::DeviceSpec) -> bool {
+    journal.plan.edits.iter().any(|edit| {
+        edit.operations.iter().any(
+            |op| matches!(op, crate::plan::EditOperation::CmdlineSetRoot { spec } if spec == root),
+        )
+    })
+}
+
+/// Adds `usb-storage.quirks=<id>` to the command line the next boots use:
+/// the trial's while a trial is pending (the commit carries it over),
+/// cmdline.txt otherwise, after a backup of the version that booted.
+pub fn apply_quirk(
+    host: &Host,
+    journal: &mut Journal,
+    expected: &Expected,
+    state_dir: &Path,
+    quirk: &str,
+) -> Result<Vec<String>> {
+    let file = match (&expected.trial, expected.committed) {
+        (Some(trial), None) => trial.cmdline_file.clone(),
+        _ => expected.cmdline_file.clone(),
+    };
+    let path = on_boot(host, expected, &file);
+    let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+    let mut cmdline =
+        Cmdline::parse(&bytes).with_context(|| format!("{} cannot be edited", path.display()))?;
+    let quirks: Vec<String> = cmdline
+        .get("usb-storage.quirks")
+        .unwrap_or("")
+        .split(',')
+        .filter(|q| !q.is_empty())
+        .map(str::to_string)
+        .collect();
+    let (id, _) = quirk.rsplit_once(':').unwrap_or((quirk, ""));
+    if quirks.iter().any(|q| q.starts_with(&format!("{id}:"))) {
+        return Ok(vec![format!(
+            "{} already has a usb-storage quirk for {id}",
+            path.display()
+        )]);
+    }
+    let value = quirks
+        .into_iter()
+        .chain([quirk.to_string()])
+        .collect::<Vec<_>>()
+        .join(",");
+    cmdline
+        .try_add(&format!("usb-storage.quirks={value}"))
+        .with_context(|| format!("adding the quirk to {}", path.display()))?;
+    let is_created = expected
+        .trial
+        .as_ref()
+        .is_some_and(|t| t.cmdline_file == file);
+    if !is_created {
+        let backup = backup_name(&file);
+        // Root-only: the file is the SD card's, which rollback restores. A
+        // full move's cmdline.txt is the target's own copy: no rollback
+        // entry for it.
+        if expected.layout == crate::plan::Layout::RootOnly && !journal.backups.contains_key(&file)
+        {
+            journal.backups.insert(file.clone(), backup.clone());
+            journal.save(state_dir)?;
+        }
+        atomic::backup(&path, &on_boot(host, expected, &backup))?;
+    }
+    atomic::replace(&path, &cmdline.to_bytes())?;
+    Ok(vec![format!(
+        "added usb-storage.quirks={value} to {}: reboot for it to take effect",
+        path.display()
+    )])
+}
+
+/// Removes a file; false when it was not there.
+fn remove(path: &Path) -> Result<bool> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(true),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(err) => Err(err).with_context(|| format!("removing {}", path.display())),
+    }
+}
+
+/// Flushes a directory's entries (the removals); FAT may refuse, which
+/// costs nothing but durability of a removal that is harmless to repeat.
+fn sync_dir(dir: &Path) {
+    let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
+}

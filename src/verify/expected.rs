@@ -1,0 +1,95 @@
+//! What the migration meant to build, read from its journal: the yardstick
+//! every check measures the running system against.
+
+use crate::apply::journal::Journal;
+use crate::bootcfg::DeviceSpec;
+use crate::plan::{EditOperation, EditSite, Layout, PartitionRole, Plan, TrialBoot};
+use anyhow::{Context, Result};
+use std::path::PathBuf;
+
+#[derive(Debug, Clone)]
+pub struct Expected {
+    pub layout: Layout,
+    /// The target's root partition, as the partition table names it.
+    pub root_partuuid: String,
+    /// The partition the firmware should read boot files from: the SD
+    /// card's (root-only) or the target's (full move).
+    pub boot_spec: Option<DeviceSpec>,
+    /// The SD card's root partition, which nothing should name any more.
+    pub old_root_spec: DeviceSpec,
+    /// Every id the migration created; each must exist only once.
+    pub new_ids: Vec<DeviceSpec>,
+    pub trial: Option<TrialBoot>,
+    pub committed: Option<u64>,
+    /// The boot files' directory as the migration saw it (a view path).
+    pub boot_dir: PathBuf,
+    /// The boot file whose `root=` the migration changed (`/cmdline.txt`).
+    pub cmdline_file: PathBuf,
+}
+
+impl Expected {
+    pub fn from_journal(journal: &Journal) -> Result<Expected> {
+        let plan = &journal.plan;
+        let root_partuuid = partuuid_of(plan, PartitionRole::Root)
+            .context("the journal's plan has no root partition")?;
+        let boot_spec = match plan.layout {
+            Layout::Full => partuuid_of(plan, PartitionRole::Boot).map(DeviceSpec::PartUuid),
+            Layout::RootOnly => plan.source.boot_spec.clone(),
+        };
+        let mut new_ids: Vec<DeviceSpec> = plan
+            .table
+            .partitions
+            .iter()
+            .map(|p| DeviceSpec::PartUuid(p.partuuid.clone()))
+            .collect();
+        for fs in &plan.filesystems {
+            new_ids.push(DeviceSpec::Uuid(fs.uuid.clone()));
+            new_ids.push(DeviceSpec::Label(fs.label.clone()));
+        }
+        let cmdline_file = plan
+            .edits
+            .iter()
+            .find(|e| is_cmdline_edit(&e.operations) && e.site != EditSite::TargetRoot)
+            .map(|e| e.file.clone())
+            .unwrap_or_else(|| PathBuf::from("/cmdline.txt"));
+        Ok(Expected {
+            layout: plan.layout,
+            root_partuuid,
+            boot_spec,
+            old_root_spec: plan.source.root_spec.clone(),
+            new_ids,
+            trial: plan.trial_boot.clone(),
+            committed: journal.committed,
+            boot_dir: journal.boot_dir.clone(),
+            cmdline_file,
+        })
+    }
+
+    pub fn root_spec(&self) -> DeviceSpec {
+        DeviceSpec::PartUuid(self.root_partuuid.clone())
+    }
+
+    /// A trial boot was planned and not yet made permanent.
+    pub fn trial_pending(&self) -> bool {
+        self.trial.is_some() && self.committed.is_none()
+    }
+
+    /// A view path of a file on the boot partition (`/cmdline.txt`).
+    pub fn on_boot(&self, file: &std::path::Path) -> PathBuf {
+        self.boot_dir.join(file.strip_prefix("/").unwrap_or(file))
+    }
+}
+
+fn partuuid_of(plan: &Plan, role: PartitionRole) -> Option<String> {
+    plan.table
+        .partitions
+        .iter()
+        .find(|p| p.role == role)
+        .map(|p| p.partuuid.clone())
+}
+
+fn is_cmdline_edit(operations: &[EditOperation]) -> bool {
+    operations
+        .iter()
+        .any(|op| matches!(op, EditOperation::CmdlineSetRoot { .. }))
+}

@@ -1,0 +1,203 @@
+//! `pimigrate verify`: after the reboot, is the system running from what
+//! the migration built? Checks (pass/fail) from the journal's plan and the
+//! running system, health warnings (advice only), and the before/after
+//! benchmark comparison. Deciding is here; the command does the I/O order.
+
+pub mod checks;
+pub mod commit;
+pub mod compare;
+pub mod expected;
+pub mod health;
+pub mod kernel_log;
+pub mod render;
+
+use crate::plan::Layout;
+use crate::system::disks::Disk;
+use crate::system::mounts::DevNo;
+use serde::Serialize;
+
+pub const VERIFY_SCHEMA: &str = "pimigrate.verify/1";
+
+/// One line of the checklist.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Check {
+    /// Stable: `root-mounted`, `kernel-root`, `fstab`, `ids-unique`,
+    /// `boot-partition`, `trial-boot`.
+    pub code: &'static str,
+    pub pass: bool,
+    pub message: String,
+    /// The devices the message is about.
+    pub devices: Vec<String>,
+    pub hint: Option<String>,
+}
+
+impl Check {
+    pub fn pass(code: &'static str, message: String) -> Check {
+        Check {
+            code,
+            pass: true,
+            message,
+            devices: Vec::new(),
+            hint: None,
+        }
+    }
+
+    pub fn fail(code: &'static str, message: String) -> Check {
+        Check {
+            pass: false,
+            ..Check::pass(code, message)
+        }
+    }
+
+    pub fn devices(mut self, devices: Vec<String>) -> Check {
+        self.devices = devices;
+        self
+    }
+
+    pub fn hint(mut self, hint: impl Into<String>) -> Check {
+        self.hint = Some(hint.into());
+        self
+    }
+}
+
+/// Advice that does not fail the verification, with the exact fix.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Warning {
+    /// Stable: `uas-resets`, `under-voltage`, `trim-unavailable`,
+    /// `fstrim-timer-off`, `swap-on-sd`, `old-root-referenced`,
+    /// `kernel-log-unreadable`.
+    pub code: &'static str,
+    pub message: String,
+    /// Commands or steps, in order.
+    pub fix: Vec<String>,
+}
+
+impl Warning {
+    pub fn new(code: &'static str, message: String) -> Warning {
+        Warning {
+            code,
+            message,
+            fix: Vec::new(),
+        }
+    }
+
+    pub fn fix(mut self, step: impl Into<String>) -> Warning {
+        self.fix.push(step.into());
+        self
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    Pass,
+    Fail,
+    NothingToVerify,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TrialState {
+    /// This boot read tryboot.txt.
+    pub active: bool,
+    /// RFC 3339 time of `verify --commit`, once made permanent.
+    pub committed_at: Option<String>,
+}
+
+/// A saved benchmark report, as the comparison names it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReportRef {
+    pub id: String,
+    pub path: String,
+    pub device: Option<String>,
+    pub started_at: String,
+    pub preset: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct BenchComparison {
+    pub before: Option<ReportRef>,
+    pub after: Option<ReportRef>,
+    /// Why no benchmark ran or no comparison could be made.
+    pub skipped: Option<String>,
+    pub rows: Vec<compare::Row>,
+}
+
+/// The whole answer, as text and as `pimigrate.verify/1` JSON.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verification {
+    pub schema: &'static str,
+    pub result: Outcome,
+    /// Why there is nothing to verify, or what the result means.
+    pub message: Option<String>,
+    pub layout: Option<Layout>,
+    /// The target disk, e.g. "/dev/sda (Samsung SSD 870 EVO 500GB)".
+    pub target: Option<String>,
+    pub trial_boot: Option<TrialState>,
+    pub checks: Vec<Check>,
+    pub warnings: Vec<Warning>,
+    /// What --commit and --apply-quirk changed.
+    pub actions: Vec<String>,
+    /// Why --commit or --apply-quirk was not carried out.
+    pub refused: Vec<String>,
+    pub benchmark: Option<BenchComparison>,
+    /// On failure: how to get back to the SD card.
+    pub rollback: Vec<String>,
+}
+
+impl Verification {
+    pub fn nothing(message: String) -> Verification {
+        Verification {
+            schema: VERIFY_SCHEMA,
+            result: Outcome::NothingToVerify,
+            message: Some(message),
+            layout: None,
+            target: None,
+            trial_boot: None,
+            checks: Vec::new(),
+            warnings: Vec::new(),
+            actions: Vec::new(),
+            refused: Vec::new(),
+            benchmark: None,
+            rollback: Vec::new(),
+        }
+    }
+
+    pub fn passed(&self) -> bool {
+        self.checks.iter().all(|c| c.pass)
+    }
+}
+
+/// How to get back to the SD card after a failed verification.
+pub fn rollback_advice(expected: &expected::Expected) -> Vec<String> {
+    let mut steps = Vec::new();
+    if expected.trial_pending() {
+        steps.push("sudo reboot: a normal boot reads cmdline.txt, which still boots the SD card's root (so does a power cycle)".to_string());
+        steps.push("then `sudo pimigrate rollback --yes` removes the trial files".to_string());
+        return steps;
+    }
+    match expected.layout {
+        Layout::RootOnly => {
+            steps.push("sudo pimigrate rollback --yes && sudo reboot   (restores cmdline.txt from cmdline.txt.pimigrate-backup)".to_string());
+            steps.push("if the Pi does not boot: on another computer, copy cmdline.txt.pimigrate-backup over cmdline.txt on the SD card's boot partition".to_string());
+        }
+        Layout::Full => {
+            steps.push("sudo pimigrate rollback --yes, then put the SD card first in the boot order (sudo rpi-eeprom-config --edit) or unplug the target, and reboot: the SD card is unchanged".to_string());
+        }
+    }
+    steps
+}
+
+/// The `/dev` name of a partition (or whole disk) by device number.
+pub fn device_name(disks: &[Disk], devno: DevNo) -> Option<String> {
+    for disk in disks {
+        if disk.devno == devno {
+            return Some(disk.path.display().to_string());
+        }
+        for part in &disk.partitions {
+            if part.devno == Some(devno) {
+                return part.path.as_ref().map(|p| p.display().to_string());
+            }
+        }
+    }
+    None
+}

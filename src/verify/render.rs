@@ -1,0 +1,109 @@
+//! The text form: a checklist, warnings with their fixes, the before/after
+//! table, and on failure how to roll back.
+
+use super::{BenchComparison, Outcome, Verification};
+use std::fmt::Write;
+
+pub fn text(v: &Verification) -> String {
+    let mut out = String::new();
+    if v.result == Outcome::NothingToVerify {
+        let _ = writeln!(
+            out,
+            "Nothing to verify: {}",
+            v.message.as_deref().unwrap_or("")
+        );
+        return out;
+    }
+    if let Some(target) = &v.target {
+        let _ = writeln!(out, "Verifying the migration to {target}");
+    }
+    for check in &v.checks {
+        let mark = if check.pass { "✓" } else { "✗" };
+        let _ = writeln!(out, "  {mark} {}", check.message);
+        if let Some(hint) = check.hint.as_ref().filter(|_| !check.pass) {
+            let _ = writeln!(out, "      {hint}");
+        }
+    }
+    for line in &v.actions {
+        let _ = writeln!(out, "  → {line}");
+    }
+    for line in &v.refused {
+        let _ = writeln!(out, "  ✗ {line}");
+    }
+    if !v.warnings.is_empty() {
+        let _ = writeln!(out, "\nWarnings (advice, not failures):");
+        for warning in &v.warnings {
+            let _ = writeln!(out, "  ! {}", warning.message);
+            for step in &warning.fix {
+                let _ = writeln!(out, "      {step}");
+            }
+        }
+    }
+    if let Some(bench) = &v.benchmark {
+        out.push('\n');
+        out.push_str(&table(bench));
+    }
+    out.push('\n');
+    match v.result {
+        Outcome::Pass => {
+            let _ = writeln!(out, "PASS: the system runs from the migrated root.");
+            if let Some(message) = &v.message {
+                let _ = writeln!(out, "{message}");
+            }
+        }
+        _ => {
+            let _ = writeln!(out, "FAIL: the migration is not working as planned.");
+            if !v.rollback.is_empty() {
+                let _ = writeln!(out, "To go back to the SD card:");
+                for step in &v.rollback {
+                    let _ = writeln!(out, "  {step}");
+                }
+            }
+        }
+    }
+    out
+}
+
+fn table(bench: &BenchComparison) -> String {
+    let mut out = String::from("Benchmark, before and after:\n");
+    let name = |r: &Option<super::ReportRef>| {
+        r.as_ref().map(|r| {
+            format!(
+                "{} on {} ({}, {})",
+                r.id,
+                r.device.as_deref().unwrap_or("?"),
+                r.started_at,
+                r.preset
+            )
+        })
+    };
+    if let Some(before) = name(&bench.before) {
+        let _ = writeln!(out, "  before: {before}");
+    }
+    if let Some(after) = name(&bench.after) {
+        let _ = writeln!(out, "  after:  {after}");
+    }
+    if let Some(why) = &bench.skipped {
+        let _ = writeln!(out, "  {why}");
+    }
+    if bench.rows.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "  {:<18} {:>12} {:>12} {:>9}",
+        "test", "before", "after", "speed-up"
+    );
+    for row in &bench.rows {
+        let speedup = row
+            .speedup
+            .map(|s| format!("{s:.1}x"))
+            .unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            out,
+            "  {:<18} {:>7.0} {:<4} {:>7.0} {:<4} {:>9}",
+            row.test, row.before, row.unit, row.after, row.unit, speedup
+        );
+    }
+    out
+}

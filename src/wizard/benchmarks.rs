@@ -1,0 +1,104 @@
+//! Measuring the drives before the choice, with the recommend command's
+//! own ranking: the comparison table, and the gain in plain words.
+
+use super::{Benchmarks, Wizard};
+use crate::cli::RecommendArgs;
+use crate::commands::recommend::{rank_drives, Shown};
+use crate::recommend::freshness::DEFAULT_MAX_AGE_DAYS;
+use crate::recommend::{render, Recommendation};
+use crate::ui::Aborted;
+use anyhow::Result;
+
+/// The recommendation, or `None` when the benchmarks were skipped or could
+/// not compare anything (the flow goes on without them).
+pub(super) fn compare(wizard: &Wizard) -> Result<Option<Recommendation>> {
+    let quick = match how(wizard)? {
+        Benchmarks::Skip => {
+            wizard.ui.say("Benchmarks skipped.\n");
+            return Ok(None);
+        }
+        Benchmarks::Quick => true,
+        Benchmarks::Standard | Benchmarks::Ask => false,
+    };
+    let args = RecommendArgs {
+        quick,
+        runtime: None,
+        // Fresh saved reports are reused, as `recommend` does: measuring
+        // costs time and flash endurance.
+        reuse: false,
+        fresh: false,
+        max_age: DEFAULT_MAX_AGE_DAYS,
+        all: false,
+    };
+    let shown = Shown {
+        chatty: true,
+        progress_bars: wizard.ui.live_progress(),
+    };
+    wizard.ui.say(
+        "Measuring random 4K reads and writes (what makes a Pi feel slow) of the current root \
+         and of every candidate; test files are removed afterwards, and a disk without a \
+         mounted filesystem is only read.",
+    );
+    match rank_drives(
+        wizard.system,
+        &args,
+        wizard.host,
+        shown,
+        wizard.ui.interrupted(),
+    ) {
+        Ok(Some(recommendation)) => {
+            show(wizard, &recommendation);
+            Ok(Some(recommendation))
+        }
+        Ok(None) => {
+            wizard
+                .ui
+                .say("Benchmarks interrupted; their test files were removed.");
+            Err(Aborted.into())
+        }
+        Err(err) => {
+            wizard
+                .ui
+                .say(&format!("No comparison: {err:#}. Going on without one.\n"));
+            Ok(None)
+        }
+    }
+}
+
+fn how(wizard: &Wizard) -> Result<Benchmarks> {
+    let given = match wizard.settings.benchmarks {
+        Benchmarks::Ask => None,
+        other => Some(other),
+    };
+    wizard.answer(given, Benchmarks::Standard, || {
+        let items = [
+            "Quick: about 20 seconds a drive".to_string(),
+            "Thorough: about a minute a drive".to_string(),
+            "Skip: choose without measuring".to_string(),
+        ];
+        let choice = wizard.ui.choose("Benchmark the drives first?", &items, 0)?;
+        Ok([Benchmarks::Quick, Benchmarks::Standard, Benchmarks::Skip][choice])
+    })
+}
+
+fn show(wizard: &Wizard, recommendation: &Recommendation) {
+    let table = render::text(recommendation);
+    // The wizard goes on to the plan itself: the "Next:" hint is for the
+    // recommend command alone.
+    let table = table
+        .split("\nNext: pimigrate plan")
+        .next()
+        .unwrap_or_default();
+    wizard.ui.say(&format!("\n{table}"));
+    match &recommendation.pick {
+        Some(pick) => wizard.ui.say(&format!(
+            "In plain words: moving to {} makes {}.\n",
+            pick.path.display(),
+            pick.summary
+        )),
+        None => wizard.ui.say(
+            "In plain words: none of the drives would make this Pi noticeably faster; \
+             you can still move to one (for its size, or to spare the SD card).\n",
+        ),
+    }
+}

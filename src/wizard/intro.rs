@@ -1,0 +1,122 @@
+//! The first screens: what will and will not happen, an earlier migration
+//! that is still pending, and the disks found.
+
+use super::{Outcome, Wizard};
+use crate::apply::journal::{Journal, Step};
+use crate::system::disks::{Disk, Role, Transport};
+use crate::system::pi::BootSupport;
+use anyhow::Result;
+
+pub(super) fn what_happens(wizard: &Wizard) {
+    let mut text = String::from(
+        "pimigrate moves this system off its SD card onto a faster disk (a USB SSD or NVMe drive).\n\
+         \n\
+         What will happen:\n\
+         \x20 1. the attached disks are listed and, if you like, measured, to find the best one\n\
+         \x20 2. you choose the disk, and whether only the system (root) or boot and root move\n\
+         \x20 3. you see the exact plan, every boot-file change included, and type the disk's name to go on\n\
+         \x20 4. that disk is erased, partitioned and formatted, and the system is copied onto it\n\
+         \x20 5. the boot files change last, so the Pi starts the copy at the next reboot\n\
+         \n\
+         What will not happen:\n\
+         \x20 - nothing is written before you type the disk's name; Esc or Ctrl-C at any question stops with nothing changed\n\
+         \x20 - no file on the SD card is deleted; only its boot files may change (with a backup; `pimigrate rollback` restores them)\n\
+         \x20 - no disk but the one you choose is written to\n",
+    );
+    if !wizard.host.is_live() {
+        text.push_str(&format!(
+            "\nThis is an inspected system ({}), not the running one: a rehearsal that stops before writing.\n",
+            wizard.host.root.display()
+        ));
+    }
+    wizard.ui.say(&text);
+}
+
+/// A migration this machine has started or finished already: say how to go
+/// on instead of planning another one over it.
+pub(super) fn earlier_migration(wizard: &Wizard) -> Result<Option<Outcome>> {
+    let state_dir = wizard.host.path(&wizard.host.state_dir);
+    let Some(journal) = Journal::load(&state_dir)? else {
+        return Ok(None);
+    };
+    let target = journal.plan.target.path.display();
+    let message = if journal.is_done(Step::SourceBootEdited) {
+        format!(
+            "This system was already migrated to {target}. Reboot into it and run \
+             `sudo pimigrate verify`; `sudo pimigrate rollback` undoes it, before migrating again."
+        )
+    } else {
+        format!(
+            "An earlier migration to {target} stopped before it finished: \
+             `sudo pimigrate migrate --resume` carries on, `sudo pimigrate rollback` undoes it."
+        )
+    };
+    wizard.ui.say(&format!("{message}\nNothing was changed."));
+    Ok(Some(Outcome::NothingToDo))
+}
+
+pub(super) fn show_disks(wizard: &Wizard) {
+    let system = wizard.system;
+    let mut text = String::new();
+    let model = system
+        .pi
+        .model
+        .as_deref()
+        .unwrap_or("This machine (not a Raspberry Pi)");
+    text.push_str(&format!("{model}: {}\n", boot_abilities(wizard)));
+    text.push_str("\nDisks found:\n");
+    for disk in shown_disks(wizard) {
+        text.push_str(&format!(
+            "  {:<14} {:<21} {:<5} {:<30} {}\n",
+            disk.path.display(),
+            disk.size_human,
+            disk.transport.to_string(),
+            product_name(disk),
+            role_in_words(disk)
+        ));
+    }
+    wizard.ui.say(&text);
+}
+
+/// Real drives: loop, ram and zram devices are no place for a system.
+pub(super) fn shown_disks<'a>(wizard: &Wizard<'a>) -> impl Iterator<Item = &'a Disk> {
+    wizard
+        .system
+        .disks
+        .iter()
+        .filter(|d| d.transport != Transport::Virtual && d.size_bytes > 0)
+}
+
+pub(super) fn product_name(disk: &Disk) -> String {
+    let name = crate::units::join_present([disk.vendor.as_deref(), disk.model.as_deref()]);
+    if name.is_empty() {
+        "(no name)".into()
+    } else {
+        name
+    }
+}
+
+fn role_in_words(disk: &Disk) -> String {
+    match disk.role {
+        Role::SourceRoot if disk.role_reasons.is_empty() => "runs the system now".into(),
+        Role::SourceRoot => format!("runs the system now ({})", disk.role_reasons.join("; ")),
+        Role::SourceBoot => "holds the boot partition".into(),
+        Role::Candidate => "can take the system".into(),
+        Role::Unsuitable => format!("cannot take it: {}", disk.role_reasons.join("; ")),
+    }
+}
+
+fn boot_abilities(wizard: &Wizard) -> String {
+    let can = &wizard.system.pi.can_boot;
+    let word = |support: BootSupport| match support {
+        BootSupport::Yes => "yes",
+        BootSupport::NeedsOtp => "after a one-time setting",
+        BootSupport::No => "no",
+        BootSupport::Unknown => "unknown",
+    };
+    format!(
+        "boots from USB: {}, from NVMe: {}",
+        word(can.usb),
+        word(can.nvme)
+    )
+}

@@ -1,0 +1,287 @@
+//! The flow on fixture machines, answered by a script.
+
+use super::*;
+use crate::ui::{Answer, ScriptedUi};
+use crate::units::TIB;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+fn machine(name: &str) -> (Host, System) {
+    let host = Host::with_root(fixture(name));
+    let system = System::inspect(&host).expect("inspecting the fixture");
+    (host, system)
+}
+
+/// Settings a person starting `pimigrate wizard --no-bench` has.
+fn no_bench() -> Settings {
+    Settings {
+        benchmarks: Benchmarks::Skip,
+        seed: Some(7),
+        ..Settings::default()
+    }
+}
+
+fn run(
+    host: &Host,
+    system: &System,
+    settings: &Settings,
+    answers: Vec<Answer>,
+) -> (Outcome, ScriptedUi) {
+    let ui = ScriptedUi::new(answers);
+    let wizard = Wizard {
+        system,
+        host,
+        ui: &ui,
+        settings,
+    };
+    let outcome = wizard.run().expect("the wizard failed");
+    (outcome, ui)
+}
+
+/// Every file under `root` with its contents: what "nothing was written"
+/// is checked against.
+fn snapshot(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    walkdir::WalkDir::new(root)
+        .into_iter()
+        .map(|e| e.expect("walking the fixture"))
+        .filter(|e| e.file_type().is_file())
+        .map(|e| {
+            let contents = std::fs::read(e.path()).unwrap_or_default();
+            (e.path().to_path_buf(), contents)
+        })
+        .collect()
+}
+
+#[test]
+fn pi4_offers_the_ssd_with_its_reason_and_goes_to_the_typed_confirmation() {
+    let (host, system) = machine("pi4");
+    let (outcome, ui) = run(
+        &host,
+        &system,
+        &no_bench(),
+        vec![
+            Answer::Default,            // the target
+            Answer::Default,            // root only
+            Answer::Yes,                // trial boot
+            Answer::Type("sda".into()), // the confirmation
+        ],
+    );
+    assert!(matches!(outcome, Outcome::Rehearsed), "{outcome:?}");
+    let target = ui
+        .prompt_containing("Which disk")
+        .expect("no target question");
+    assert_eq!(
+        target.items.len(),
+        1,
+        "only sda can take it: {:?}",
+        target.items
+    );
+    assert!(
+        target.items[0].starts_with("/dev/sda"),
+        "{:?}",
+        target.items
+    );
+    assert!(target.items[0].contains("USB 3 link"), "{:?}", target.items);
+    let transcript = ui.transcript();
+    for expected in [
+        "What will not happen",
+        "/dev/mmcblk0",
+        "runs the system now",
+        "cannot take it: in use: sdb1 is mounted at /media/pi/STICK",
+        "cannot take it: read-only",
+        "can boot from USB: a full move lets you take the SD card out",
+        "Plan: root-only move",
+        "--- a/etc/fstab",
+        "Trial boot",
+        "Rehearsal over",
+    ] {
+        assert!(
+            transcript.contains(expected),
+            "missing {expected:?} in:\n{transcript}"
+        );
+    }
+    assert!(
+        ui.prompt_containing("partition table").is_none(),
+        "a 500 GB disk needs no table question"
+    );
+    assert_eq!(ui.unused_answers(), 0);
+}
+
+#[test]
+fn a_wrong_name_writes_nothing() {
+    let (host, system) = machine("pi4");
+    let (outcome, ui) = run(
+        &host,
+        &system,
+        &no_bench(),
+        vec![
+            Answer::Default,
+            Answer::Default,
+            Answer::Default,
+            Answer::Type("sdb".into()),
+        ],
+    );
+    assert!(matches!(outcome, Outcome::NotConfirmed), "{outcome:?}");
+    assert!(ui
+        .transcript()
+        .contains("Not confirmed; nothing was written."));
+}
+
+#[test]
+fn pi3b_explains_the_one_time_change_and_still_offers_both() {
+    let (host, system) = machine("pi3b");
+    let (_, ui) = run(
+        &host,
+        &system,
+        &no_bench(),
+        vec![Answer::Default, Answer::Abort],
+    );
+    let transcript = ui.transcript();
+    assert!(
+        transcript.contains("cannot boot from USB without a one-time change")
+            && transcript.contains("root only keeps the SD card as the boot disk"),
+        "{transcript}"
+    );
+    let layout = ui
+        .prompt_containing("What should move")
+        .expect("no layout question");
+    assert_eq!(layout.items.len(), 2);
+    assert!(layout.items[0].starts_with("Root only"));
+    assert!(layout.items[1].contains("only after the one-time USB boot setting"));
+}
+
+#[test]
+fn pizero_is_only_offered_root_only() {
+    let (host, system) = machine("pizero");
+    let (outcome, ui) = run(
+        &host,
+        &system,
+        &no_bench(),
+        vec![Answer::Default, Answer::Type("sda".into())],
+    );
+    assert!(
+        matches!(outcome, Outcome::Rehearsed),
+        "{outcome:?}\n{}",
+        ui.transcript()
+    );
+    assert!(
+        ui.prompt_containing("What should move").is_none(),
+        "{:?}",
+        ui.asked()
+    );
+    // No tryboot on a Zero: no trial question either.
+    assert!(ui.prompt_containing("trial").is_none(), "{:?}", ui.asked());
+    let transcript = ui.transcript();
+    assert!(
+        transcript.contains("cannot boot from USB: only the system (root) moves"),
+        "{transcript}"
+    );
+    assert!(transcript.contains("Layout: root only."), "{transcript}");
+}
+
+#[test]
+fn the_table_is_asked_only_for_a_disk_over_two_tib() {
+    let (host, mut system) = machine("pi4");
+    let sda = system.disks.iter_mut().find(|d| d.name == "sda").unwrap();
+    sda.size_bytes = 3 * TIB;
+    sda.size_human = crate::units::human_bytes(sda.size_bytes);
+    let (outcome, ui) = run(
+        &host,
+        &system,
+        &no_bench(),
+        vec![
+            Answer::Default,             // sda
+            Answer::Pick("Full".into()), // full move: the Pi 4 boots GPT
+            Answer::Pick("GPT".into()),
+            Answer::Type("/dev/sda".into()),
+        ],
+    );
+    assert!(
+        matches!(outcome, Outcome::Rehearsed),
+        "{outcome:?}\n{}",
+        ui.transcript()
+    );
+    let table = ui
+        .prompt_containing("partition table")
+        .expect("no table question");
+    assert_eq!(table.items.len(), 2);
+    let transcript = ui.transcript();
+    assert!(
+        transcript.contains("more than the 2 TiB an MBR partition table can describe"),
+        "{transcript}"
+    );
+    assert!(transcript.contains("Partition table: GPT"), "{transcript}");
+}
+
+#[test]
+fn flags_answer_every_question() {
+    let (host, system) = machine("pi4");
+    let settings = Settings {
+        target: Some("/dev/sda".into()),
+        layout: Some(Layout::Full),
+        table: Some(TableChoice::Mbr),
+        trial: Some(TrialChoice::Never),
+        yes: true,
+        ..no_bench()
+    };
+    let (outcome, ui) = run(&host, &system, &settings, Vec::new());
+    assert!(
+        matches!(outcome, Outcome::Rehearsed),
+        "{outcome:?}\n{}",
+        ui.transcript()
+    );
+    assert!(ui.asked().is_empty(), "asked {:?}", ui.asked());
+    assert!(ui.transcript().contains("Plan: full move"));
+}
+
+#[test]
+fn backing_out_at_any_prompt_changes_nothing() {
+    let (host, system) = machine("pi4");
+    let before = snapshot(&host.root);
+    // Benchmarks are asked about first on a terminal; without a live
+    // system they cannot run, so the flow goes on without them.
+    let settings = Settings {
+        seed: Some(7),
+        ..Settings::default()
+    };
+    let answers = [
+        Answer::Pick("Skip".into()),
+        Answer::Default,
+        Answer::Default,
+        Answer::Default,
+        Answer::Type("sda".into()),
+    ];
+    for stop_at in 0..answers.len() {
+        let mut script: Vec<Answer> = answers[..stop_at].to_vec();
+        script.push(Answer::Abort);
+        let (outcome, ui) = run(&host, &system, &settings, script);
+        assert!(
+            matches!(outcome, Outcome::Stopped),
+            "prompt {stop_at}: {outcome:?}"
+        );
+        assert_eq!(ui.asked().len(), stop_at + 1, "prompt {stop_at}");
+        assert!(
+            ui.transcript().ends_with("Stopped: nothing was changed."),
+            "prompt {stop_at}:\n{}",
+            ui.transcript()
+        );
+    }
+    assert_eq!(before, snapshot(&host.root), "the fixture changed");
+}
+
+#[test]
+fn no_candidate_means_nothing_to_do() {
+    let (host, mut system) = machine("pi4");
+    system
+        .disks
+        .retain(|d| d.role != crate::system::disks::Role::Candidate);
+    let (outcome, ui) = run(&host, &system, &no_bench(), Vec::new());
+    assert!(matches!(outcome, Outcome::NothingToDo), "{outcome:?}");
+    assert!(ui.transcript().contains("No disk can take the system"));
+}

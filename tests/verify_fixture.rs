@@ -1,0 +1,413 @@
+//! `pimigrate verify` on the "pi4-migrated" fixture machine: a Pi 4 after a
+//! root-only move to /dev/sda, in its trial boot. Each test copies the
+//! machine to a temporary directory, adds the journal the migration left
+//! (its plan made by `pimigrate plan` on the "pi4" machine, with the seed
+//! and disk signature the fixture's ids come from), and breaks one thing.
+
+mod common;
+
+use common::*;
+use pimigrate::apply::journal::{Journal, Step};
+use pimigrate::plan::Plan;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+const STATE_DIR: &str = "/var/lib/pimigrate";
+const ORIGINAL_CMDLINE: &str = "console=serial0,115200 console=tty1 root=PARTUUID=6c586e13-02 rootfstype=ext4 fsck.repair=yes rootwait quiet splash plymouth.ignore-serial-consoles\n";
+const TRIAL_CMDLINE: &str = "console=serial0,115200 console=tty1 root=PARTUUID=2f4a9c17-01 rootfstype=ext4 fsck.repair=yes rootwait quiet splash plymouth.ignore-serial-consoles\n";
+
+struct Machine {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Machine {
+    /// The migrated Pi with the journal as the executor copies it to the
+    /// new root (written before the SD card's boot files were changed).
+    fn new() -> Machine {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("pi");
+        let status = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(fixture("pi4-migrated"))
+            .arg(&root)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let output = on_fixture(
+            "pi4",
+            &[
+                "plan",
+                "--target",
+                "/dev/sda",
+                "--seed",
+                "7",
+                "--disk-signature",
+                "2f4a9c17",
+                "--json",
+            ],
+        );
+        assert_eq!(exit_code(&output), 0, "{}", stderr(&output));
+        let plan: Plan = serde_json::from_slice(&output.stdout).unwrap();
+        let mut journal = Journal::new(plan, "/".into(), "/boot/firmware".into());
+        for step in [
+            Step::Partitioned,
+            Step::Formatted,
+            Step::Copied,
+            Step::TargetEdited,
+        ] {
+            journal.done.push(step);
+        }
+        journal
+            .save(&root.join(STATE_DIR.trim_start_matches('/')))
+            .unwrap();
+        Machine { _dir: dir, root }
+    }
+
+    fn path(&self, view: &str) -> PathBuf {
+        self.root.join(view.trim_start_matches('/'))
+    }
+
+    fn write(&self, view: &str, text: &str) {
+        std::fs::write(self.path(view), text).unwrap();
+    }
+
+    fn read(&self, view: &str) -> String {
+        std::fs::read_to_string(self.path(view)).unwrap()
+    }
+
+    fn edit(&self, view: &str, from: &str, to: &str) {
+        let text = self.read(view);
+        assert!(text.contains(from), "{view} has no {from:?}");
+        self.write(view, &text.replacen(from, to, 1));
+    }
+
+    /// The firmware's trial flag, as the device tree holds it.
+    fn set_tryboot_flag(&self, on: bool) {
+        std::fs::write(
+            self.path("/proc/device-tree/chosen/bootloader/tryboot"),
+            u32::from(on).to_be_bytes(),
+        )
+        .unwrap();
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        pimigrate()
+            .arg("--sysroot")
+            .arg(&self.root)
+            .args(["--state-dir", STATE_DIR])
+            .args(args)
+            .output()
+            .expect("running pimigrate")
+    }
+
+    fn verify(&self, extra: &[&str]) -> (i32, Value) {
+        let mut args = vec!["verify", "--json", "--no-bench"];
+        args.extend_from_slice(extra);
+        let output = self.run(&args);
+        (exit_code(&output), json(&output))
+    }
+
+    fn journal(&self) -> Journal {
+        Journal::load(&self.path(STATE_DIR)).unwrap().unwrap()
+    }
+}
+
+fn failed<'a>(report: &'a Value, code: &str) -> Vec<&'a Value> {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["code"] == code && c["pass"] == false)
+        .collect()
+}
+
+fn warning<'a>(report: &'a Value, code: &str) -> Option<&'a Value> {
+    report["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["code"] == code)
+}
+
+#[test]
+fn the_trial_boot_of_a_good_migration_passes() {
+    let pi = Machine::new();
+    let (code, report) = pi.verify(&[]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(report["schema"], "pimigrate.verify/1");
+    assert_eq!(report["result"], "pass");
+    assert_eq!(report["trial_boot"]["active"], true);
+    let codes: Vec<&str> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["code"].as_str().unwrap())
+        .collect();
+    for expected in [
+        "root-mounted",
+        "kernel-root",
+        "fstab",
+        "ids-unique",
+        "boot-partition",
+        "trial-boot",
+    ] {
+        assert!(codes.contains(&expected), "{expected} missing: {codes:?}");
+    }
+    assert!(report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["pass"] == true));
+    assert_eq!(report["warnings"], serde_json::json!([]));
+
+    // The text form is a checklist with the devices named.
+    let text = stdout(&pi.run(&["verify", "--no-bench"]));
+    assert!(text.contains("✓ / is mounted from /dev/sda1"), "{text}");
+    assert!(text.contains("cmdline.pimigrate.txt"), "{text}");
+    assert!(text.contains("verify --commit"), "{text}");
+}
+
+#[test]
+fn a_second_disk_with_the_same_partuuid_fails_naming_both() {
+    let pi = Machine::new();
+    // The USB stick (sdb1) turns out to carry the target's PARTUUID.
+    pi.edit(
+        "/run/udev/data/b8:17",
+        "ID_PART_ENTRY_UUID=00c0ffee-01",
+        "ID_PART_ENTRY_UUID=2f4a9c17-01",
+    );
+    let (code, report) = pi.verify(&[]);
+    assert_eq!(code, 5, "{report:#}");
+    assert_eq!(report["result"], "fail");
+    let ids = failed(&report, "ids-unique");
+    assert_eq!(ids.len(), 1, "{report:#}");
+    assert_eq!(
+        ids[0]["devices"],
+        serde_json::json!(["/dev/sda1", "/dev/sdb1"])
+    );
+    assert!(ids[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("PARTUUID=2f4a9c17-01 on /dev/sda1 and /dev/sdb1"));
+    assert!(
+        !failed(&report, "fstab").is_empty(),
+        "the / line is ambiguous too"
+    );
+    // A failure says how to go back.
+    let text = stdout(&pi.run(&["verify", "--no-bench"]));
+    assert!(text.contains("✗"), "{text}");
+    assert!(text.contains("FAIL"), "{text}");
+    assert!(text.contains("sudo reboot"), "{text}");
+    assert!(text.contains("pimigrate rollback"), "{text}");
+}
+
+#[test]
+fn a_kernel_started_with_another_root_fails() {
+    let pi = Machine::new();
+    pi.edit(
+        "/proc/cmdline",
+        "root=PARTUUID=2f4a9c17-01",
+        "root=PARTUUID=6c586e13-02",
+    );
+    let (code, report) = pi.verify(&[]);
+    assert_eq!(code, 5, "{report:#}");
+    let root = failed(&report, "kernel-root");
+    assert_eq!(root.len(), 1, "{report:#}");
+    let message = root[0]["message"].as_str().unwrap();
+    assert!(message.contains("root=PARTUUID=6c586e13-02"), "{message}");
+    assert!(message.contains("cmdline.pimigrate.txt"), "{message}");
+}
+
+#[test]
+fn fstab_naming_the_old_root_fails_for_slash_and_warns_elsewhere() {
+    let pi = Machine::new();
+    pi.edit(
+        "/etc/fstab",
+        "PARTUUID=2f4a9c17-01  /",
+        "PARTUUID=6c586e13-02  /",
+    );
+    let (code, report) = pi.verify(&[]);
+    assert_eq!(code, 5, "{report:#}");
+    let fstab = failed(&report, "fstab");
+    assert_eq!(fstab.len(), 1, "{report:#}");
+    assert_eq!(fstab[0]["devices"], serde_json::json!(["/dev/mmcblk0p2"]));
+
+    let pi = Machine::new();
+    let fstab =
+        pi.read("/etc/fstab") + "/dev/mmcblk0p2  /mnt/sdroot  ext4  defaults,nofail  0  2\n";
+    pi.write("/etc/fstab", &fstab);
+    let (code, report) = pi.verify(&[]);
+    assert_eq!(code, 0, "a warning, not a failure: {report:#}");
+    let old = warning(&report, "old-root-referenced").expect("a warning");
+    assert!(old["message"].as_str().unwrap().contains("/mnt/sdroot"));
+}
+
+#[test]
+fn uas_resets_in_the_kernel_log_offer_the_quirk() {
+    let pi = Machine::new();
+    let log = pi.read("/dev/kmsg")
+        + "4,1201,81234567,-;sd 0:0:0:0: [sda] tag#7 uas_eh_abort_handler 0 uas-tag 2 inflight: CMD OUT\n \
+           SUBSYSTEM=scsi\n\
+           6,1202,81234600,-;scsi host0: uas_eh_device_reset_handler start\n\
+           6,1203,81345000,-;usb 2-2: reset SuperSpeed USB device number 2 using xhci_hcd\n";
+    pi.write("/dev/kmsg", &log);
+    let (code, report) = pi.verify(&[]);
+    assert_eq!(code, 0, "advice, not a failure: {report:#}");
+    let uas = warning(&report, "uas-resets").expect("a uas warning");
+    let message = uas["message"].as_str().unwrap();
+    assert!(
+        message.contains("174c:55aa") && message.contains("3 uas"),
+        "{message}"
+    );
+    let fix = uas["fix"].to_string();
+    assert!(fix.contains("--apply-quirk"), "{fix}");
+    assert!(fix.contains("usb-storage.quirks=174c:55aa:u"), "{fix}");
+
+    // Applied during the trial, the quirk goes to the trial's command line,
+    // which the commit turns into cmdline.txt.
+    let (code, report) = pi.verify(&["--apply-quirk"]);
+    assert_eq!(code, 0, "{report:#}");
+    let trial = pi.read("/boot/firmware/cmdline.pimigrate.txt");
+    assert!(
+        trial.contains(" usb-storage.quirks=174c:55aa:u\n"),
+        "{trial}"
+    );
+    assert_eq!(pi.read("/boot/firmware/cmdline.txt"), ORIGINAL_CMDLINE);
+    // A second time changes nothing.
+    pi.verify(&["--apply-quirk"]);
+    assert_eq!(pi.read("/boot/firmware/cmdline.pimigrate.txt"), trial);
+}
+
+#[test]
+fn commit_makes_the_trial_permanent_and_rollback_still_restores() {
+    let pi = Machine::new();
+    let (code, report) = pi.verify(&["--commit"]);
+    assert_eq!(code, 0, "{report:#}");
+    assert!(
+        report["trial_boot"]["committed_at"].is_string(),
+        "{report:#}"
+    );
+    assert_eq!(pi.read("/boot/firmware/cmdline.txt"), TRIAL_CMDLINE);
+    assert_eq!(
+        pi.read("/boot/firmware/cmdline.txt.pimigrate-backup"),
+        ORIGINAL_CMDLINE
+    );
+    assert!(!pi.path("/boot/firmware/tryboot.txt").exists());
+    assert!(!pi.path("/boot/firmware/cmdline.pimigrate.txt").exists());
+    let journal = pi.journal();
+    assert!(journal.committed.is_some());
+    assert_eq!(
+        journal.backups.get(Path::new("/cmdline.txt")),
+        Some(&PathBuf::from("/cmdline.txt.pimigrate-backup"))
+    );
+
+    // The next (normal) boot reads cmdline.txt: still a pass, nothing to commit.
+    pi.set_tryboot_flag(false);
+    let (code, report) = pi.verify(&["--commit"]);
+    assert_eq!(code, 0, "{report:#}");
+    assert!(report["message"]
+        .as_str()
+        .unwrap()
+        .contains("already made permanent"));
+    let kernel = &failed(&report, "kernel-root");
+    assert!(kernel.is_empty());
+    assert!(report
+        .to_string()
+        .contains("/boot/firmware/cmdline.txt and names /dev/sda1"));
+
+    // Rollback puts the pre-migration command line back.
+    let output = pi.run(&["rollback", "--yes"]);
+    assert_eq!(exit_code(&output), 0, "{}", stderr(&output));
+    assert_eq!(pi.read("/boot/firmware/cmdline.txt"), ORIGINAL_CMDLINE);
+    assert!(!pi
+        .path("/boot/firmware/cmdline.txt.pimigrate-backup")
+        .exists());
+}
+
+#[test]
+fn commit_is_refused_outside_the_trial_boot_and_changes_nothing() {
+    let pi = Machine::new();
+    pi.set_tryboot_flag(false);
+    let (code, report) = pi.verify(&["--commit"]);
+    assert_eq!(code, 5, "{report:#}");
+    assert_eq!(failed(&report, "trial-boot").len(), 1);
+    assert!(report["refused"][0]
+        .as_str()
+        .unwrap()
+        .contains("not committed"));
+    assert_eq!(pi.read("/boot/firmware/cmdline.txt"), ORIGINAL_CMDLINE);
+    assert!(pi.path("/boot/firmware/tryboot.txt").exists());
+    assert!(pi.journal().committed.is_none());
+
+    // A failed check refuses it too, in the trial boot.
+    let pi = Machine::new();
+    pi.edit("/run/udev/data/b8:17", "00c0ffee-01", "2f4a9c17-01");
+    let (code, _) = pi.verify(&["--commit"]);
+    assert_eq!(code, 5);
+    assert!(pi.path("/boot/firmware/cmdline.pimigrate.txt").exists());
+    assert_eq!(pi.read("/boot/firmware/cmdline.txt"), ORIGINAL_CMDLINE);
+}
+
+#[test]
+fn without_a_journal_there_is_nothing_to_verify() {
+    let pi = Machine::new();
+    std::fs::remove_file(pi.path("/var/lib/pimigrate/migration.json")).unwrap();
+    let (code, report) = pi.verify(&[]);
+    assert_eq!(code, 4, "{report:#}");
+    assert_eq!(report["result"], "nothing-to-verify");
+    let text = stdout(&pi.run(&["verify"]));
+    assert!(text.starts_with("Nothing to verify"), "{text}");
+}
+
+#[test]
+fn trim_and_swap_advice() {
+    let pi = Machine::new();
+    let sda = "/sys/block/sda";
+    pi.write(&format!("{sda}/queue/discard_max_bytes"), "0\n");
+    pi.write(
+        &format!("{sda}/device/scsi_disk/0:0:0:0/provisioning_mode"),
+        "full\n",
+    );
+    // The SD card's old root, mounted, with a swap file on it.
+    let mountinfo = pi.read("/proc/self/mountinfo")
+        + "60 26 179:2 / /mnt/sdroot rw,relatime shared:60 - ext4 /dev/mmcblk0p2 rw\n";
+    pi.write("/proc/self/mountinfo", &mountinfo);
+    pi.write(
+        "/proc/swaps",
+        "Filename\tType\tSize\tUsed\tPriority\n/mnt/sdroot/var/swap file 102396 0 -2\n/var/swap file 102396 0 -3\n",
+    );
+    let (code, report) = pi.verify(&[]);
+    assert_eq!(code, 0, "{report:#}");
+    let trim = warning(&report, "trim-unavailable").expect("a TRIM warning");
+    assert!(trim["message"]
+        .as_str()
+        .unwrap()
+        .contains("provisioning_mode: full"));
+    let fix = trim["fix"].to_string();
+    assert!(fix.contains(r#"ATTRS{idVendor}==\"174c\""#), "{fix}");
+    assert!(fix.contains("provisioning_mode"), "{fix}");
+    assert!(fix.contains("fstrim.timer"), "{fix}");
+    let swaps: Vec<&Value> = report["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["code"] == "swap-on-sd")
+        .collect();
+    assert_eq!(
+        swaps.len(),
+        1,
+        "only the swap file on the SD card: {report:#}"
+    );
+    assert!(swaps[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("/mnt/sdroot/var/swap"));
+
+    // TRIM works but the timer is off.
+    let pi = Machine::new();
+    std::fs::remove_file(pi.path("/etc/systemd/system/timers.target.wants/fstrim.timer")).unwrap();
+    let (_, report) = pi.verify(&[]);
+    assert!(warning(&report, "fstrim-timer-off").is_some(), "{report:#}");
+}
