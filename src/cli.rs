@@ -12,7 +12,8 @@ use std::path::PathBuf;
     long_about = "Move a Raspberry Pi's system from its SD card to a USB SSD or NVMe drive: \
                   safely (plan first, never touch the source disk), measurably and provably bootable.\n\n\
                   Exit codes: 0 success, 1 error, 2 bad usage, 3 refused (the plan cannot be made; \
-                  every reason is printed)."
+                  every reason is printed), 4 nothing to verify (verify: no migration journal, or \
+                  no reboot yet), 5 verification failed (verify: the output says how to roll back)."
 )]
 pub struct Cli {
     /// Print machine-readable JSON (a versioned schema) instead of text.
@@ -65,6 +66,14 @@ pub enum Command {
     Rollback(RollbackArgs),
     /// Rank the attached drives by random 4K speed against the current root, and pick one.
     Recommend(RecommendArgs),
+    /// After the reboot: check the system runs from the new root, make a trial
+    /// boot permanent (--commit), and compare its speed with before.
+    #[command(
+        after_help = "Exit codes: 0 every check passed, 1 error, 4 nothing to verify (no migration \
+                      journal, or no reboot since the migration), 5 a check failed (the output says \
+                      how to roll back)."
+    )]
+    Verify(VerifyArgs),
     /// A guided migration that explains and asks (what `pimigrate` alone starts on a terminal).
     Wizard(WizardArgs),
 }

@@ -17,4 +17,5 @@ pub mod system;
 pub mod tools;
 pub mod ui;
 pub mod units;
+pub mod verify;
 pub mod wizard;

@@ -6,6 +6,7 @@ pub mod migrate;
 pub mod plan;
 pub mod recommend;
 pub mod rollback;
+pub mod verify;
 pub mod wizard;
 
 use crate::cli::{Cli, Command};
@@ -17,6 +18,10 @@ use std::path::{Path, PathBuf};
 pub const EXIT_OK: u8 = 0;
 pub const EXIT_ERROR: u8 = 1;
 pub const EXIT_REFUSED: u8 = 3;
+/// `verify`: no migration journal, or no reboot since the migration.
+pub const EXIT_NOTHING_TO_VERIFY: u8 = 4;
+/// `verify`: a check failed.
+pub const EXIT_FAILED: u8 = 5;
 
 pub fn run(cli: &Cli) -> Result<u8> {
     let host = host_from(cli)?;
@@ -30,6 +35,7 @@ pub fn run(cli: &Cli) -> Result<u8> {
         Command::Migrate(args) => migrate::run(cli, args, &host),
         Command::Rollback(args) => rollback::run(cli, args, &host),
         Command::Recommend(args) => recommend::run(cli, args, &host),
+        Command::Verify(args) => verify::run(cli, args, &host),
         Command::Wizard(args) => wizard::run(cli, args, &host),
     }
 }
