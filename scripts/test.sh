@@ -29,7 +29,7 @@ fi
 
 ensure_build_tools
 ensure_packages mkfs.ext4=e2fsprogs losetup=mount mkfs.vfat=dosfstools mcopy=mtools sfdisk=fdisk \
-    rsync=rsync setfacl=acl getfattr=attr setcap=libcap2-bin fio=fio
+    rsync=rsync setfacl=acl getfattr=attr setcap=libcap2-bin fio=fio tmux=tmux
 
 passed=0 failed=0
 log=$(mktemp)

@@ -5,78 +5,7 @@ mod common;
 
 use common::*;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
 use std::process::Command;
-
-/// A sparse image file attached to a loop device, detached on drop.
-struct LoopDisk {
-    device: PathBuf,
-    image: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl LoopDisk {
-    fn new(size: u64, setup: impl FnOnce(&Path), read_only: bool) -> LoopDisk {
-        let dir = tempfile::Builder::new()
-            .prefix("pimigrate-test")
-            .tempdir_in("/var/tmp")
-            .unwrap();
-        let image = dir.path().join("disk.img");
-        std::fs::File::create(&image)
-            .unwrap()
-            .set_len(size)
-            .unwrap();
-        setup(&image);
-        let mut losetup = Command::new("losetup");
-        losetup.args(["-f", "--show"]);
-        if read_only {
-            losetup.arg("-r");
-        }
-        let output = losetup
-            .arg(&image)
-            .output()
-            .expect("losetup (util-linux) is required");
-        assert!(
-            output.status.success(),
-            "losetup: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let device = PathBuf::from(String::from_utf8(output.stdout).unwrap().trim());
-        LoopDisk {
-            device,
-            image,
-            _dir: dir,
-        }
-    }
-
-    fn path(&self) -> &str {
-        self.device.to_str().unwrap()
-    }
-}
-
-impl Drop for LoopDisk {
-    fn drop(&mut self) {
-        let _ = Command::new("losetup").arg("-d").arg(&self.device).status();
-    }
-}
-
-/// A Pi-like root tree in a plain directory, copied from a fixture.
-fn pi_tree() -> tempfile::TempDir {
-    let dir = tempfile::Builder::new()
-        .prefix("pimigrate-tree")
-        .tempdir_in("/var/tmp")
-        .unwrap();
-    for part in ["etc", "boot", "var", "home", "usr", "tmp"] {
-        let status = Command::new("cp")
-            .arg("-a")
-            .arg(fixture("pi4").join(part))
-            .arg(dir.path())
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-    dir
-}
 
 fn live(args: &[&str]) -> std::process::Output {
     pimigrate().args(args).output().unwrap()
@@ -107,7 +36,7 @@ fn the_system_disk_is_the_source_and_a_sparse_loop_disk_a_candidate() {
         return;
     }
     // Larger than this machine's used space, so it is big enough; sparse.
-    let disk = LoopDisk::new(1 << 40, |_| {}, false);
+    let disk = LoopDisk::new(1 << 40);
     let output = live(&["devices", "--all", "--json"]);
     assert_eq!(exit_code(&output), 0, "{}", stderr(&output));
     let devices = json(&output);
@@ -138,7 +67,7 @@ fn plan_against_a_loop_disk_for_a_pi_tree() {
     if !require_root("live planning") {
         return;
     }
-    let disk = LoopDisk::new(8 << 30, |_| {}, false);
+    let disk = LoopDisk::new(8 << 30);
     let tree = pi_tree();
     let root = tree.path().to_str().unwrap();
     let boot = format!("{root}/boot/firmware");
@@ -209,7 +138,7 @@ fn refuses_a_mounted_or_read_only_loop_disk() {
     if !require_root("live busy checks") {
         return;
     }
-    let disk = LoopDisk::new(256 << 20, |_| {}, false);
+    let disk = LoopDisk::new(256 << 20);
     mkfs_ext4(&["-L", "wholedisk", disk.path()]);
     let devices = json(&live(&["devices", "--all", "--json"]));
     let listed = find_disk(&devices, disk.path());
@@ -232,7 +161,7 @@ fn refuses_a_mounted_or_read_only_loop_disk() {
         "names the mount point: {text}"
     );
 
-    let read_only = LoopDisk::new(256 << 20, |_| {}, true);
+    let read_only = LoopDisk::with(256 << 20, |_| {}, true);
     let output = live(&["plan", "--json", "--target", read_only.path()]);
     assert_eq!(exit_code(&output), 3);
     assert!(json(&output)["reasons"]
@@ -245,7 +174,7 @@ fn partitions_are_read_from_the_table_even_without_kernel_partition_devices() {
     if !require_root("live partition probing") {
         return;
     }
-    let disk = LoopDisk::new(
+    let disk = LoopDisk::with(
         128 << 20,
         |image| {
             let mut file = std::fs::OpenOptions::new()

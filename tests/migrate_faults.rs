@@ -7,7 +7,6 @@ mod common;
 use common::*;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// Points and hit counts to kill at: every point once, and later hits of
 /// the atomic writes (the journal is saved through them after every step).
@@ -27,25 +26,13 @@ struct Run {
     tree: tempfile::TempDir,
     state: tempfile::TempDir,
     device: String,
-    _image: tempfile::TempDir,
+    _disk: LoopDisk,
 }
 
 impl Run {
     fn new() -> Run {
-        let tree = tempfile::Builder::new()
-            .prefix("pimigrate-src")
-            .tempdir_in("/var/tmp")
-            .unwrap();
-        for part in ["etc", "boot", "var", "home", "usr", "tmp"] {
-            assert!(Command::new("cp")
-                .arg("-a")
-                .arg(fixture("pi4").join(part))
-                .arg(tree.path())
-                .status()
-                .unwrap()
-                .success());
-        }
-        // Enough files for the copy to report progress more than once.
+        let tree = pi_tree();
+        // Enough files for the copy to be caught in the middle.
         for i in 0..400 {
             std::fs::write(
                 tree.path().join(format!("usr/file{i}")),
@@ -53,26 +40,12 @@ impl Run {
             )
             .unwrap();
         }
-        let image = tempfile::Builder::new()
-            .prefix("pimigrate-target")
-            .tempdir_in("/var/tmp")
-            .unwrap();
-        let file = image.path().join("ssd.img");
-        std::fs::File::create(&file)
-            .unwrap()
-            .set_len(1 << 30)
-            .unwrap();
-        let output = Command::new("losetup")
-            .args(["-f", "--show"])
-            .arg(&file)
-            .output()
-            .unwrap();
-        let device = String::from_utf8(output.stdout).unwrap().trim().to_string();
+        let disk = LoopDisk::new(1 << 30);
         Run {
             tree,
             state: tempfile::tempdir().unwrap(),
-            device,
-            _image: image,
+            device: disk.device.clone(),
+            _disk: disk,
         }
     }
 
@@ -105,54 +78,6 @@ impl Run {
             .as_str()
             .unwrap()
             .to_string()
-    }
-}
-
-impl Drop for Run {
-    fn drop(&mut self) {
-        // A killed run may leave partition loop devices (and their mounts)
-        // behind: only those of this run's image are touched.
-        let listing = Command::new("losetup")
-            .args([
-                "--list",
-                "--noheadings",
-                "--raw",
-                "--output",
-                "NAME,BACK-FILE",
-            ])
-            .output()
-            .unwrap();
-        let listing = String::from_utf8_lossy(&listing.stdout).into_owned();
-        let image = self._image.path().join("ssd.img");
-        // The target's loop device, and the partition loops on top of it.
-        let mut loops: Vec<String> = vec![self.device.clone()];
-        for line in listing.lines() {
-            if let Some((name, backing)) = line.split_once(' ') {
-                if backing.starts_with(image.to_str().unwrap()) || backing == self.device {
-                    loops.push(name.to_string());
-                }
-            }
-        }
-        loops.sort();
-        loops.dedup();
-        // Partition loops first, the target's loop last.
-        loops.sort_by_key(|l| *l == self.device);
-        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        for line in mounts.lines() {
-            let source = line
-                .split(" - ")
-                .nth(1)
-                .and_then(|r| r.split(' ').nth(1))
-                .unwrap_or("");
-            if loops.iter().any(|l| l == source) {
-                if let Some(point) = line.split(' ').nth(4) {
-                    let _ = Command::new("umount").arg(point).status();
-                }
-            }
-        }
-        for dev in loops {
-            let _ = Command::new("losetup").args(["-d", &dev]).status();
-        }
     }
 }
 

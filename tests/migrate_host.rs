@@ -14,24 +14,12 @@ struct Setup {
     state: tempfile::TempDir,
     image: PathBuf,
     device: String,
-    _dir: tempfile::TempDir,
+    _disk: LoopDisk,
 }
 
 impl Setup {
     fn new() -> Setup {
-        let tree = tempfile::Builder::new()
-            .prefix("pimigrate-src")
-            .tempdir_in("/var/tmp")
-            .unwrap();
-        for part in ["etc", "boot", "var", "home", "usr", "tmp"] {
-            let status = Command::new("cp")
-                .arg("-a")
-                .arg(fixture("pi4").join(part))
-                .arg(tree.path())
-                .status()
-                .unwrap();
-            assert!(status.success());
-        }
+        let tree = pi_tree();
         // A few things a root filesystem has that plain copies lose.
         std::os::unix::fs::symlink("../usr/bin/hello", tree.path().join("etc/hello-link")).unwrap();
         std::fs::hard_link(
@@ -45,28 +33,13 @@ impl Setup {
             Some(1000),
         )
         .unwrap();
-        let dir = tempfile::Builder::new()
-            .prefix("pimigrate-target")
-            .tempdir_in("/var/tmp")
-            .unwrap();
-        let image = dir.path().join("ssd.img");
-        std::fs::File::create(&image)
-            .unwrap()
-            .set_len(1 << 30)
-            .unwrap();
-        let output = Command::new("losetup")
-            .args(["-f", "--show"])
-            .arg(&image)
-            .output()
-            .unwrap();
-        assert!(output.status.success());
-        let device = String::from_utf8(output.stdout).unwrap().trim().to_string();
+        let disk = LoopDisk::new(1 << 30);
         Setup {
             tree,
             state: tempfile::tempdir().unwrap(),
-            image,
-            device,
-            _dir: dir,
+            image: disk.image.clone(),
+            device: disk.device.clone(),
+            _disk: disk,
         }
     }
 
@@ -115,12 +88,6 @@ impl Setup {
         if let Err(panic) = result {
             std::panic::resume_unwind(panic);
         }
-    }
-}
-
-impl Drop for Setup {
-    fn drop(&mut self) {
-        let _ = Command::new("losetup").args(["-d", &self.device]).status();
     }
 }
 
@@ -285,6 +252,20 @@ fn a_trial_boot_leaves_cmdline_txt_alone_and_rollback_removes_its_files() {
         tryboot.ends_with("cmdline=cmdline.pimigrate.txt\n"),
         "{tryboot}"
     );
+    // The journal on the new root knows the SD card's changes too, so a
+    // rollback from the migrated system undoes them.
+    let start = out["journal"]["plan"]["table"]["partitions"][0]["start_sector"]
+        .as_u64()
+        .unwrap();
+    setup.inspect_root(start, |mnt| {
+        let journal: Value = serde_json::from_slice(
+            &std::fs::read(mnt.join("var/lib/pimigrate/migration.json")).unwrap(),
+        )
+        .unwrap();
+        let created = journal["created"].to_string();
+        assert!(created.contains("cmdline.pimigrate.txt"), "{created}");
+        assert!(created.contains("tryboot.txt"), "{created}");
+    });
     let output = setup.run(&["rollback", "--yes"]);
     assert_eq!(exit_code(&output), 0, "{}", stderr(&output));
     assert_eq!(

@@ -95,6 +95,15 @@ pub fn apply(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<Jo
         crate::failpoint::hit("after-target-edits");
         journal.mark(Step::TargetEdited, &state_dir)?;
     }
+    // The SD card's changes are journaled before the journal travels to the
+    // new root, so `rollback` there knows them too.
+    let source_boot = match plan.edits.iter().find(|e| e.site == EditSite::SourceBoot) {
+        Some(edit) if !journal.is_done(Step::SourceBootEdited) => {
+            Some(prepare_source_boot(host, &mut journal, edit, &plan)?)
+        }
+        _ => None,
+    };
+    journal.save(&state_dir)?;
     copy_journal_to_target(&journal, &state_dir, target_root.path())?;
     crate::failpoint::hit("after-journal-copy");
     nix::unistd::sync();
@@ -107,10 +116,10 @@ pub fn apply(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<Jo
     ctx.check_cancel()?;
 
     if !journal.is_done(Step::SourceBootEdited) {
-        if let Some(edit) = plan.edits.iter().find(|e| e.site == EditSite::SourceBoot) {
+        if let Some(writes) = source_boot {
             (ctx.step)("updating the SD card's boot files (last, atomically, after a backup)");
             crate::failpoint::hit("source-edit-start");
-            edit_source_boot(host, &mut journal, &state_dir, edit, &plan)?;
+            write_source_boot(host, &journal, &writes)?;
         }
         journal.mark(Step::SourceBootEdited, &state_dir)?;
     }
@@ -326,16 +335,23 @@ fn edit_in_place(root: &Path, edit: &FileEdit) -> Result<()> {
     atomic::replace(&inside(&edit.output), &edited)
 }
 
-/// The last step of a root-only move: a trial boot's files, or the new
-/// cmdline.txt itself. What it will create and back up is journaled before
-/// the first byte is written, so `rollback` finds it after a crash.
-fn edit_source_boot(
+/// What the last step writes to the SD card's boot partition: paths as seen
+/// from the partition's root.
+struct SourceBootWrites {
+    backups: Vec<(PathBuf, PathBuf)>,
+    writes: Vec<(PathBuf, Vec<u8>)>,
+}
+
+/// Works out the last step of a root-only move (a trial boot's files, or
+/// the new cmdline.txt itself) and records in the journal what it will
+/// create and back up, before a byte is written, so `rollback` finds it
+/// after a crash.
+fn prepare_source_boot(
     host: &Host,
     journal: &mut Journal,
-    state_dir: &Path,
     edit: &FileEdit,
     plan: &Plan,
-) -> Result<()> {
+) -> Result<SourceBootWrites> {
     let boot = host.path(&journal.boot_dir);
     let inside = |p: &Path| boot.join(p.strip_prefix("/").unwrap_or(p));
     let on_boot = |p: &Path| journal.boot_dir.join(p.strip_prefix("/").unwrap_or(p));
@@ -375,11 +391,17 @@ fn edit_source_boot(
             journal.created.push(path);
         }
     }
-    journal.save(state_dir)?;
-    for (file, backup) in &backups {
+    Ok(SourceBootWrites { backups, writes })
+}
+
+/// Backs up, then replaces, each file atomically.
+fn write_source_boot(host: &Host, journal: &Journal, prepared: &SourceBootWrites) -> Result<()> {
+    let boot = host.path(&journal.boot_dir);
+    let inside = |p: &Path| boot.join(p.strip_prefix("/").unwrap_or(p));
+    for (file, backup) in &prepared.backups {
         atomic::backup(&inside(file), &inside(backup))?;
     }
-    for (file, bytes) in &writes {
+    for (file, bytes) in &prepared.writes {
         atomic::replace(&inside(file), bytes)?;
     }
     Ok(())

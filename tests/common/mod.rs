@@ -66,3 +66,114 @@ pub fn require_root(what: &str) -> bool {
     eprintln!("skipping {what}: needs root (runs in CI)");
     false
 }
+
+/// A Pi-like root tree (the Pi 4 fixture's files) in a directory of this
+/// machine's disk.
+pub fn pi_tree() -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("pimigrate-src")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    for part in ["etc", "boot", "var", "home", "usr", "tmp"] {
+        let status = Command::new("cp")
+            .arg("-a")
+            .arg(fixture("pi4").join(part))
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(status.success(), "copying the fixture tree");
+    }
+    dir
+}
+
+/// A sparse image file on a loop device. On drop, the loop devices a
+/// migration put on top of it (one per partition) are unmounted and
+/// detached, then the disk itself.
+pub struct LoopDisk {
+    pub device: String,
+    pub image: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl LoopDisk {
+    pub fn new(size: u64) -> LoopDisk {
+        LoopDisk::with(size, |_| {}, false)
+    }
+
+    /// `setup` writes into the image before it is attached.
+    pub fn with(size: u64, setup: impl FnOnce(&Path), read_only: bool) -> LoopDisk {
+        let dir = tempfile::Builder::new()
+            .prefix("pimigrate-target")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        let image = dir.path().join("disk.img");
+        std::fs::File::create(&image)
+            .unwrap()
+            .set_len(size)
+            .unwrap();
+        setup(&image);
+        let mut losetup = Command::new("losetup");
+        losetup.args(["-f", "--show"]);
+        if read_only {
+            losetup.arg("-r");
+        }
+        let output = losetup
+            .arg(&image)
+            .output()
+            .expect("losetup (util-linux) is required");
+        assert!(
+            output.status.success(),
+            "losetup: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let device = String::from_utf8(output.stdout).unwrap().trim().to_string();
+        LoopDisk {
+            device,
+            image,
+            _dir: dir,
+        }
+    }
+
+    pub fn path(&self) -> &str {
+        &self.device
+    }
+}
+
+impl Drop for LoopDisk {
+    fn drop(&mut self) {
+        let listing = Command::new("losetup")
+            .args([
+                "--list",
+                "--noheadings",
+                "--raw",
+                "--output",
+                "NAME,BACK-FILE",
+            ])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        let on_top: Vec<&str> = listing
+            .lines()
+            .filter_map(|line| line.split_once(' '))
+            .filter(|(_, backing)| *backing == self.device)
+            .map(|(name, _)| name)
+            .collect();
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        for line in mounts.lines() {
+            let source = line
+                .split(" - ")
+                .nth(1)
+                .and_then(|rest| rest.split(' ').nth(1))
+                .unwrap_or("");
+            if source == self.device || on_top.contains(&source) {
+                if let Some(point) = line.split(' ').nth(4) {
+                    let _ = Command::new("umount").arg(point).status();
+                }
+            }
+        }
+        for name in on_top {
+            let _ = Command::new("losetup").args(["-d", name]).status();
+        }
+        let _ = Command::new("losetup").args(["-d", &self.device]).status();
+    }
+}
