@@ -20,10 +20,10 @@ const TOLERANCE: f64 = 0.25;
 /// as not exceeded. QEMU's SD card is slow by nature, far below an A1 card.
 fn ceiling(bus: Bus) -> [f64; 4] {
     match bus {
-        Bus::Sd => [140.0, 150.0, 5.4e6, 3.6e6],
-        Bus::UsbUas => [1300.0, 2300.0, 190e6, 150e6],
+        Bus::Sd => [330.0, 260.0, 3.6e6, 2.1e6],
+        Bus::UsbUas => [1600.0, 2300.0, 270e6, 300e6],
         Bus::UsbStorage => [800.0, 800.0, 100e6, 80e6],
-        Bus::Nvme => [2000.0, 2000.0, 300e6, 200e6],
+        Bus::Nvme => [9000.0, 7800.0, 470e6, 650e6],
     }
 }
 
@@ -65,7 +65,7 @@ bench() {
     s.push_str("TESTS\n}\n");
     // The SD card holds the running root, so it is measured through a file
     // on it (O_DIRECT, laid out before timing); the others are blank, raw.
-    s.push_str("bench sd /var/tmp/fio-sd.dat 128M\n");
+    s.push_str("bench sd /var/tmp/fio-sd.dat 32M\n");
     for (name, _, _, _) in &DISKS[1..] {
         let _ = writeln!(
             s,
