@@ -12,6 +12,7 @@ mod boot_sd;
 mod disk_speed;
 mod reference_migration;
 mod tryboot;
+mod usb_boot;
 
 /// A named scenario.
 pub struct Scenario {
@@ -33,6 +34,12 @@ pub fn all() -> Vec<Scenario> {
             name: "sd-boot-bullseye",
             about: "bullseye layout boots: the boot partition mounted at /boot",
             run: boot_sd::bullseye,
+        },
+        Scenario {
+            name: "usb-boot",
+            about:
+                "SD card removed: the firmware boots the USB SSD; root sda2, /boot/firmware sda1",
+            run: usb_boot::run,
         },
         Scenario {
             name: "reference-migration",
