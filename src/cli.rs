@@ -7,7 +7,8 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(
     name = "pimigrate",
-    version,
+    // "0.1.0 (abc1234)": build.rs adds the git commit, so a report names the build.
+    version = env!("PIMIGRATE_VERSION"),
     about = "Move a Raspberry Pi's system from its SD card to a USB SSD or NVMe drive",
     long_about = "Move a Raspberry Pi's system from its SD card to a USB SSD or NVMe drive: \
                   safely (plan first, never touch the source disk), measurably and provably bootable.\n\n\
@@ -41,6 +42,10 @@ pub struct Cli {
     /// Where pimigrate keeps reports and journals.
     #[arg(long, global = true, value_name = "DIR", default_value = crate::host::DEFAULT_STATE_DIR)]
     pub state_dir: PathBuf,
+
+    /// Where `migrate` writes its full log (a copy also goes to the new root).
+    #[arg(long, global = true, value_name = "DIR", default_value = crate::host::DEFAULT_LOG_DIR)]
+    pub log_dir: PathBuf,
 
     /// Read /sys, /proc, /dev and /run from this tree instead of the
     /// running system (offline inspection and tests).

@@ -11,6 +11,9 @@ use std::path::{Component, Path, PathBuf};
 /// Default place for reports, journals and backups of the tool itself.
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/pimigrate";
 
+/// Default place for the full log of each migration.
+pub const DEFAULT_LOG_DIR: &str = "/var/log/pimigrate";
+
 #[derive(Debug, Clone)]
 pub struct Host {
     /// Where the inspected system's `/` is, for sysfs, procfs, /dev and /run.
@@ -23,6 +26,8 @@ pub struct Host {
     pub boot_dir: Option<PathBuf>,
     /// The tool's own state (reports, journal), as a view path.
     pub state_dir: PathBuf,
+    /// Where each migration writes its full log, as a view path.
+    pub log_dir: PathBuf,
 }
 
 impl Host {
@@ -38,6 +43,7 @@ impl Host {
             source_root: PathBuf::from("/"),
             boot_dir: None,
             state_dir: PathBuf::from(DEFAULT_STATE_DIR),
+            log_dir: PathBuf::from(DEFAULT_LOG_DIR),
         }
     }
 

@@ -4,6 +4,7 @@
 //! acting: `plan::plan` turns what is true about the machine and what the
 //! user asked into a [`plan::Plan`], or a [`plan::Refusal`] with every reason.
 pub mod apply;
+pub mod assets;
 pub mod bench;
 pub mod bootcfg;
 pub mod cli;

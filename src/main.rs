@@ -2,6 +2,7 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    honour_no_color();
     let cli = pimigrate::cli::Cli::parse();
     match pimigrate::commands::run(&cli) {
         Ok(code) => ExitCode::from(code),
@@ -9,5 +10,16 @@ fn main() -> ExitCode {
             eprintln!("pimigrate: {err:#}");
             ExitCode::from(pimigrate::commands::EXIT_ERROR)
         }
+    }
+}
+
+/// NO_COLOR (https://no-color.org): set and not empty means no colour at
+/// all. clap's help checks it itself; console (the wizard's prompts) turns
+/// colour off for NO_COLOR and for output that is not a terminal, but lets
+/// CLICOLOR_FORCE win over NO_COLOR, so it is told explicitly here.
+fn honour_no_color() {
+    if std::env::var_os("NO_COLOR").is_some_and(|value| !value.is_empty()) {
+        dialoguer::console::set_colors_enabled(false);
+        dialoguer::console::set_colors_enabled_stderr(false);
     }
 }

@@ -62,6 +62,9 @@ impl Run {
             .arg(self.boot())
             .arg("--state-dir")
             .arg(self.state.path())
+            // Keeps the test's logs out of this machine's /var/log.
+            .arg("--log-dir")
+            .arg(self.state.path().join("log"))
             .args(args);
         if let Some(point) = failpoint {
             command.env(pimigrate::failpoint::ENV, point);

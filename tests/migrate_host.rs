@@ -47,6 +47,25 @@ impl Setup {
         self.tree.path().join("boot/firmware")
     }
 
+    fn log_dir(&self) -> PathBuf {
+        self.state.path().join("log")
+    }
+
+    /// The one migration log written so far: its name and text.
+    fn the_log(&self) -> (String, String) {
+        let logs: Vec<PathBuf> = std::fs::read_dir(self.log_dir())
+            .expect("migrate made the log directory")
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(logs.len(), 1, "{logs:?}");
+        let name = logs[0].file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            name.starts_with("migrate-") && name.ends_with(".log"),
+            "{name}"
+        );
+        (name, std::fs::read_to_string(&logs[0]).unwrap())
+    }
+
     fn run(&self, args: &[&str]) -> std::process::Output {
         pimigrate()
             .arg("--source-root")
@@ -55,6 +74,8 @@ impl Setup {
             .arg(self.boot())
             .arg("--state-dir")
             .arg(self.state.path())
+            .arg("--log-dir")
+            .arg(self.log_dir())
             .args(args)
             .output()
             .unwrap()
@@ -155,8 +176,32 @@ fn a_root_only_move_copies_everything_and_switches_cmdline_last() {
     assert_eq!(disk["partitions"][0]["uuid"], fs_uuid.as_str());
     assert_eq!(disk["partitions"][0]["fstype"], "ext4");
 
+    // The log has the plan and every step, in order, each with its time.
+    let (log_name, log) = setup.the_log();
+    let steps = [
+        "the plan:",
+        "writing a new mbr partition table",
+        "creating ext4 on",
+        "copying the root filesystem",
+        "editing fstab",
+        "copying this log to the new root",
+        "updating the SD card's boot files",
+        "done",
+    ];
+    let mut at = 0;
+    for step in steps {
+        let found = log[at..]
+            .find(step)
+            .unwrap_or_else(|| panic!("the log lacks {step:?} (in order):\n{log}"));
+        at += found + step.len();
+    }
+    assert!(log.contains(&partuuid), "the plan is in the log:\n{log}");
+
     let tree = setup.tree.path().to_path_buf();
     setup.inspect_root(root["start_sector"].as_u64().unwrap(), |mnt| {
+        let copied = std::fs::read_to_string(mnt.join("var/log/pimigrate").join(&log_name))
+            .expect("the log travels along");
+        assert!(copied.contains("copying the root filesystem"), "{copied}");
         let fstab = std::fs::read_to_string(mnt.join("etc/fstab")).unwrap();
         assert!(
             fstab.contains(&format!("PARTUUID={partuuid}  /               ext4")),
@@ -181,9 +226,18 @@ fn a_root_only_move_copies_everything_and_switches_cmdline_last() {
                 let path = line.split_whitespace().nth(1).unwrap_or("");
                 // Left out on purpose (boot files not on a mounted partition,
                 // swap, /tmp contents) or changed on purpose (fstab and the
-                // directories the migration wrote into).
+                // directories the migration wrote into: var/lib/pimigrate
+                // and var/log/pimigrate).
                 !(path.starts_with("boot/firmware/")
-                    || ["var/swap", "tmp/scratch", "etc/fstab", "etc/", "var/lib/"].contains(&path))
+                    || [
+                        "var/swap",
+                        "tmp/scratch",
+                        "etc/fstab",
+                        "etc/",
+                        "var/",
+                        "var/lib/",
+                    ]
+                    .contains(&path))
             })
             .collect();
         assert!(unexpected.is_empty(), "rsync finds differences:\n{listing}");
@@ -314,6 +368,8 @@ fn start_stopped(setup: &Setup, args: &[&str], point: &str) -> std::process::Chi
         .arg(setup.boot())
         .arg("--state-dir")
         .arg(setup.state.path())
+        .arg("--log-dir")
+        .arg(setup.log_dir())
         .args(args)
         .env(pimigrate::failpoint::ENV, format!("{point}:stop"))
         .stdout(std::process::Stdio::piped())
@@ -428,4 +484,7 @@ fn a_target_that_fills_up_fails_clearly_and_leaves_the_sd_card_alone() {
         cmdline_before
     );
     assert!(!setup.boot().join("cmdline.txt.pimigrate-backup").exists());
+    let (_, log) = setup.the_log();
+    assert!(log.contains("error: "), "{log}");
+    assert!(message.contains("the full log is in"), "{message}");
 }

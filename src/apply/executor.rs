@@ -5,6 +5,7 @@
 //! so an interruption at any point leaves a Pi that boots as before.
 
 use super::journal::{Journal, Step};
+use super::log::MigrationLog;
 use super::loopparts::PartitionLoops;
 use super::mount::{bind_read_only, mount_device, Mounted};
 use super::reread::{reread_partition_table, wait_for_partitions, ReReadOutcome};
@@ -26,6 +27,8 @@ pub struct ApplyContext<'a> {
     pub step: &'a dyn Fn(&str),
     /// The copy's progress: bytes and files so far.
     pub copy_progress: &'a dyn Fn(u64, u64),
+    /// The migration's log, copied onto the new root with the journal.
+    pub log: Option<&'a MigrationLog>,
 }
 
 impl ApplyContext<'_> {
@@ -104,7 +107,7 @@ pub fn apply(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<Jo
         _ => None,
     };
     journal.save(&state_dir)?;
-    copy_journal_to_target(&journal, &state_dir, target_root.path())?;
+    copy_journal_to_target(&journal, &state_dir, target_root.path(), ctx.log)?;
     crate::failpoint::hit("after-journal-copy");
     nix::unistd::sync();
     if let Some(boot) = target_boot {
@@ -409,12 +412,28 @@ fn write_source_boot(host: &Host, journal: &Journal, prepared: &SourceBootWrites
 
 /// The journal goes along to the new system, so `rollback` and `verify`
 /// work from there too; so do the benchmark reports, which hold the
-/// "before" figures `verify` compares the new root with.
-fn copy_journal_to_target(journal: &Journal, state_dir: &Path, target_root: &Path) -> Result<()> {
+/// "before" figures `verify` compares the new root with, and the log, so
+/// the new system's /var/log/pimigrate tells how it was made.
+fn copy_journal_to_target(
+    journal: &Journal,
+    state_dir: &Path,
+    target_root: &Path,
+    log: Option<&MigrationLog>,
+) -> Result<()> {
     let dir = target_root.join("var/lib/pimigrate");
     let mut copy = journal.clone();
     copy.save(&dir)?;
-    copy_reports(&state_dir.join("reports"), &dir.join("reports"))
+    copy_reports(&state_dir.join("reports"), &dir.join("reports"))?;
+    if let Some(log) = log {
+        // The last steps (unmounting, the SD card's boot files) happen after
+        // this copy; the log on the old root has them.
+        log.line(&format!(
+            "copying this log to the new root; the lines after this one are in {} on the old root",
+            log.path().display()
+        ));
+        log.copy_into(&target_root.join("var/log/pimigrate"))?;
+    }
+    Ok(())
 }
 
 /// Copies every saved report (a missing directory means none were saved).

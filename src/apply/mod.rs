@@ -4,6 +4,7 @@ pub mod atomic;
 pub mod copy_root;
 pub mod executor;
 pub mod journal;
+pub mod log;
 pub mod loopparts;
 pub mod mount;
 pub mod reread;

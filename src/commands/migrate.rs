@@ -4,6 +4,7 @@ use super::plan::{options_from, scan_spinner};
 use super::{print_json, EXIT_OK, EXIT_REFUSED};
 use crate::apply::executor::{apply, ApplyContext};
 use crate::apply::journal::{Journal, Step};
+use crate::apply::log::MigrationLog;
 use crate::cli::{Cli, MigrateArgs};
 use crate::host::Host;
 use crate::plan::render::{plan_text, Detail};
@@ -141,10 +142,11 @@ fn make_plan(cli: &Cli, args: &MigrateArgs, system: &System) -> Result<Result<Pl
     match result {
         Ok(plan) => {
             if !cli.json {
-                let detail = if cli.quiet {
-                    Detail::Brief
-                } else {
-                    Detail::Normal
+                // As `plan` shows it: -q brief, -v in full.
+                let detail = match (cli.quiet, cli.verbose) {
+                    (true, _) => Detail::Brief,
+                    (false, 0) => Detail::Normal,
+                    (false, _) => Detail::Full,
                 };
                 print!(
                     "{}",
@@ -206,20 +208,28 @@ pub struct ProgressDisplay {
 }
 
 /// Runs the executor with the progress display `migrate` uses (the wizard
-/// too): step lines on stderr, printed above the copy bar while it runs.
+/// too): step lines on stderr, printed above the copy bar while it runs,
+/// and the full log in the host's log directory.
 pub fn apply_with_progress(
     system: &System,
     journal: Journal,
     cancel: &AtomicBool,
     display: ProgressDisplay,
 ) -> Result<Journal> {
+    // Created before the first write, so a migration that cannot keep a
+    // log does not start.
+    let log = MigrationLog::create(&system.host.path(&system.host.log_dir))?;
+    log_start(&log, &journal);
     let bar = display
         .copy_bar
         .then(|| copy_bar(journal.plan.copy.space.used_bytes));
-    let step = |message: &str| match &bar {
-        Some(bar) => bar.println(format!("==> {message}")),
-        None if display.step_lines => eprintln!("==> {message}"),
-        None => {}
+    let step = |message: &str| {
+        log.line(message);
+        match &bar {
+            Some(bar) => bar.println(format!("==> {message}")),
+            None if display.step_lines => eprintln!("==> {message}"),
+            None => {}
+        }
     };
     let copy_progress = |bytes: u64, files: u64| {
         if let Some(bar) = &bar {
@@ -231,12 +241,48 @@ pub fn apply_with_progress(
         cancel,
         step: &step,
         copy_progress: &copy_progress,
+        log: Some(&log),
     };
     let result = apply(system, journal, &ctx);
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
+    match &result {
+        Ok(journal) => {
+            log.line("done");
+            log.line(&format!("next:\n{}", next_steps(&journal.plan).join("\n")));
+            if display.step_lines {
+                eprintln!("==> the full log is in {}", log.path().display());
+            }
+        }
+        Err(err) => {
+            log.line(&format!("error: {err:#}"));
+            // Shown even with -q: it is what a bug report needs.
+            eprintln!("pimigrate: the full log is in {}", log.path().display());
+        }
+    }
     result
+}
+
+/// The log's head: which build, what is moved where, and the whole plan.
+fn log_start(log: &MigrationLog, journal: &Journal) {
+    log.line(&format!(
+        "pimigrate {} migrating {} to {}",
+        env!("PIMIGRATE_VERSION"),
+        journal.source_root.display(),
+        journal.plan.target.path.display()
+    ));
+    if !journal.done.is_empty() {
+        let done: Vec<String> = journal.done.iter().map(|s| format!("{s:?}")).collect();
+        log.line(&format!(
+            "resuming; steps already done: {}",
+            done.join(", ")
+        ));
+    }
+    log.line("the plan:");
+    log.block(
+        &plan_text(&journal.plan, Detail::Full).replace("Dry run: nothing has been written.\n", ""),
+    );
 }
 
 fn copy_bar(total: u64) -> indicatif::ProgressBar {

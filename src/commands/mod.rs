@@ -57,6 +57,7 @@ fn host_from(cli: &Cli) -> Result<Host> {
         host.boot_dir = Some(view_dir(&host, dir, "--boot-dir")?);
     }
     host.state_dir = cli.state_dir.clone();
+    host.log_dir = cli.log_dir.clone();
     Ok(host)
 }
 

@@ -1,0 +1,180 @@
+//! The full log of one migration: `<log dir>/migrate-<UTC time>.log`, with
+//! the plan, every step with its time, and the error if there is one. It is
+//! what a user attaches to a bug report, so it is written as the migration
+//! goes (a crash leaves everything up to the crash) and a copy goes onto the
+//! new root filesystem with the journal.
+
+use anyhow::{Context, Result};
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+pub struct MigrationLog {
+    path: PathBuf,
+    file: Mutex<File>,
+    started: Instant,
+}
+
+impl MigrationLog {
+    /// Creates a new log file in `dir` (created if missing). Never reuses a
+    /// file: two migrations in one second get `-2`, `-3`, ...
+    pub fn create(dir: &Path) -> Result<MigrationLog> {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("creating the log directory {}", dir.display()))?;
+        let stamp = utc_text(unix_now(), true);
+        let mut attempt = 1;
+        loop {
+            let name = match attempt {
+                1 => format!("migrate-{stamp}.log"),
+                n => format!("migrate-{stamp}-{n}.log"),
+            };
+            let path = dir.join(name);
+            match File::options().write(true).create_new(true).open(&path) {
+                Ok(file) => {
+                    return Ok(MigrationLog {
+                        path,
+                        file: Mutex::new(file),
+                        started: Instant::now(),
+                    })
+                }
+                Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists && attempt < 100 => {
+                    attempt += 1;
+                }
+                Err(err) => {
+                    return Err(err).with_context(|| format!("creating the log {}", path.display()))
+                }
+            }
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// One timestamped line (or several, for a multi-line message).
+    ///
+    /// Best effort: a full disk under /var/log must not stop a migration
+    /// half-way, so write errors are ignored here. The copy onto the target
+    /// ([`MigrationLog::copy_into`]) does report them.
+    pub fn line(&self, message: &str) {
+        let elapsed = self.started.elapsed().as_secs_f64();
+        let prefix = format!("{} {elapsed:>8.1}s ", utc_text(unix_now(), false));
+        let mut text = String::new();
+        for (n, line) in message.lines().enumerate() {
+            if n == 0 {
+                text.push_str(&prefix);
+            } else {
+                text.push_str(&" ".repeat(prefix.len()));
+            }
+            text.push_str(line);
+            text.push('\n');
+        }
+        if let Ok(mut file) = self.file.lock() {
+            let _ = file.write_all(text.as_bytes());
+        }
+    }
+
+    /// A block of text as it is (the plan), indented under the last line.
+    pub fn block(&self, text: &str) {
+        if let Ok(mut file) = self.file.lock() {
+            for line in text.lines() {
+                let _ = writeln!(file, "    {line}");
+            }
+        }
+    }
+
+    /// Copies the log as written so far into `dir` (on the new root), under
+    /// the same name; flushed first so the copy has every line.
+    pub fn copy_into(&self, dir: &Path) -> Result<PathBuf> {
+        if let Ok(file) = self.file.lock() {
+            file.sync_data()
+                .with_context(|| format!("flushing {}", self.path.display()))?;
+        }
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let dest = dir.join(self.path.file_name().unwrap_or_default());
+        std::fs::copy(&self.path, &dest).with_context(|| {
+            format!(
+                "copying the log {} to {}",
+                self.path.display(),
+                dest.display()
+            )
+        })?;
+        Ok(dest)
+    }
+}
+
+fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// UTC as `2024-05-01T12:34:56Z`, or `20240501T123456Z` for file names
+/// (no colons, which some tools and FAT copies of a log choke on).
+fn utc_text(unix: i64, compact: bool) -> String {
+    let (days, secs) = (unix.div_euclid(86_400), unix.rem_euclid(86_400));
+    let (year, month, day) = civil_from_days(days);
+    let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
+    if compact {
+        format!("{year:04}{month:02}{day:02}T{h:02}{m:02}{s:02}Z")
+    } else {
+        format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}Z")
+    }
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's
+/// `civil_from_days`), so the log needs no date crate.
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_times_are_right() {
+        assert_eq!(utc_text(0, false), "1970-01-01T00:00:00Z");
+        assert_eq!(utc_text(951_825_600, false), "2000-02-29T12:00:00Z");
+        assert_eq!(utc_text(1_714_566_896, true), "20240501T123456Z");
+    }
+
+    #[test]
+    fn a_log_gets_a_fresh_name_and_timestamped_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = MigrationLog::create(&dir.path().join("log")).unwrap();
+        let second = MigrationLog::create(&dir.path().join("log")).unwrap();
+        assert_ne!(first.path(), second.path());
+        first.line("writing a new MBR partition table\nsecond line");
+        first.block("Plan: root only");
+        let text = std::fs::read_to_string(first.path()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[0].ends_with("s writing a new MBR partition table"),
+            "{text}"
+        );
+        assert!(
+            lines[0].as_bytes()[4] == b'-' && lines[0].contains('T'),
+            "{text}"
+        );
+        assert!(lines[1].trim_start() == "second line", "{text}");
+        assert_eq!(lines[2], "    Plan: root only");
+
+        let copy = first
+            .copy_into(&dir.path().join("target/var/log/pimigrate"))
+            .unwrap();
+        assert_eq!(std::fs::read_to_string(copy).unwrap(), text);
+    }
+}

@@ -1,0 +1,199 @@
+//! The man pages and shell completions the package installs, generated from
+//! the clap definition ([`crate::cli::Cli`]) so they always match `--help`.
+//!
+//! `examples/gen-assets.rs` writes them to `target/assets/` for
+//! `scripts/build-deb.sh`; the functions live here so unit tests cover them
+//! without a release build.
+
+use crate::cli::Cli;
+use anyhow::{Context, Result};
+use clap::CommandFactory;
+use clap_complete::Shell;
+use std::path::{Path, PathBuf};
+
+/// The shells the package ships completions for, with the file name each
+/// shell's vendor completion directory expects.
+pub const SHELLS: [(Shell, &str); 3] = [
+    (Shell::Bash, "pimigrate.bash"),
+    (Shell::Zsh, "_pimigrate"),
+    (Shell::Fish, "pimigrate.fish"),
+];
+
+/// Sections clap knows nothing about, appended to `pimigrate(1)`. Plain
+/// roff: every line that starts with a dot is a request on purpose.
+const EXTRA_SECTIONS: &str = r#".SH "EXIT STATUS"
+.TP
+\fB0\fR
+success
+.TP
+\fB1\fR
+error
+.TP
+\fB2\fR
+bad usage
+.TP
+\fB3\fR
+refused: the plan cannot be made; every reason is printed with what to do
+.TP
+\fB4\fR
+verify: nothing to verify (no migration journal, or no reboot since the migration)
+.TP
+\fB5\fR
+verify: a check failed (the output says how to roll back)
+.SH ENVIRONMENT
+.TP
+\fBNO_COLOR\fR
+When set (to anything but the empty string), nothing is printed in colour.
+Colour is also off when the output is not a terminal.
+.SH FILES
+.TP
+\fI/var/lib/pimigrate/\fR
+the migration journal (migration.json) and saved benchmark reports
+(reports/); see \fB\-\-state\-dir\fR
+.TP
+\fI/var/log/pimigrate/migrate\-*.log\fR
+a full log of each migration (the plan, every step with its time, errors),
+also copied to the new root filesystem; see \fB\-\-log\-dir\fR
+.SH NOTES
+Every \fB\-\-json\fR document carries a \fBschema\fR field such as
+\fBpimigrate.plan/1\fR; the schemas are documented in docs/json.md in the
+source, and README.md in /usr/share/doc/pimigrate.
+"#;
+
+fn command() -> clap::Command {
+    Cli::command()
+}
+
+/// `pimigrate(1)`: the top-level page, listing every subcommand, with exit
+/// codes, environment and files.
+pub fn man_page() -> Result<Vec<u8>> {
+    let command = command();
+    let mut out = Vec::new();
+    clap_mangen::Man::new(command.clone())
+        .render(&mut out)
+        .context("rendering the man page")?;
+    out.extend_from_slice(EXTRA_SECTIONS.as_bytes());
+    out.extend_from_slice(see_also(&command).as_bytes());
+    Ok(out)
+}
+
+/// `pimigrate-<subcommand>(1)` for every subcommand, with its options in
+/// full: (file name, page).
+pub fn subcommand_man_pages() -> Result<Vec<(String, Vec<u8>)>> {
+    // build() propagates the global options (--json, -v, ...) into the
+    // subcommands, as `pimigrate <sub> --help` shows them, and names them
+    // "pimigrate-<sub>" (title) and "pimigrate <sub>" (synopsis).
+    let mut command = command();
+    command.build();
+    let mut pages = Vec::new();
+    for sub in command.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let name = format!("pimigrate-{}", sub.get_name());
+        let mut page = Vec::new();
+        clap_mangen::Man::new(sub.clone())
+            .source(format!("pimigrate {}", env!("PIMIGRATE_VERSION")))
+            .render(&mut page)
+            .with_context(|| format!("rendering the man page for {name}"))?;
+        page.extend_from_slice(b".SH \"SEE ALSO\"\n\\fBpimigrate\\fR(1)\n");
+        pages.push((format!("{name}.1"), page));
+    }
+    Ok(pages)
+}
+
+fn see_also(command: &clap::Command) -> String {
+    let pages: Vec<String> = command
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set())
+        .map(|s| format!("\\fBpimigrate\\-{}\\fR(1)", s.get_name()))
+        .collect();
+    format!(".SH \"SEE ALSO\"\n{}\n", pages.join(",\n"))
+}
+
+/// The completion script for `shell`.
+pub fn completions(shell: Shell) -> Vec<u8> {
+    let mut command = command();
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut command, "pimigrate", &mut out);
+    out
+}
+
+/// Writes every man page to `<dir>/man/` and every completion script to
+/// `<dir>/`, and returns the files written.
+pub fn write_all(dir: &Path) -> Result<Vec<PathBuf>> {
+    let man_dir = dir.join("man");
+    std::fs::create_dir_all(&man_dir).with_context(|| format!("creating {}", man_dir.display()))?;
+    let mut files = vec![(man_dir.join("pimigrate.1"), man_page()?)];
+    for (name, page) in subcommand_man_pages()? {
+        files.push((man_dir.join(name), page));
+    }
+    for (shell, name) in SHELLS {
+        files.push((dir.join(name), completions(shell)));
+    }
+    let mut written = Vec::new();
+    for (path, bytes) in files {
+        std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn subcommands() -> Vec<String> {
+        command()
+            .get_subcommands()
+            .filter(|s| !s.is_hide_set())
+            .map(|s| s.get_name().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn the_man_page_names_every_subcommand() {
+        let page = String::from_utf8(man_page().unwrap()).unwrap();
+        assert!(
+            page.starts_with(".ie") || page.contains(".TH pimigrate 1"),
+            "{page}"
+        );
+        for sub in subcommands() {
+            assert!(
+                page.contains(&format!("pimigrate\\-{sub}(1)")),
+                "pimigrate(1) does not name {sub}"
+            );
+        }
+        assert!(page.contains("EXIT STATUS"));
+    }
+
+    #[test]
+    fn each_subcommand_has_a_page_with_its_options() {
+        let pages = subcommand_man_pages().unwrap();
+        let names: Vec<&str> = pages.iter().map(|(n, _)| n.as_str()).collect();
+        for sub in subcommands() {
+            assert!(
+                names.contains(&format!("pimigrate-{sub}.1").as_str()),
+                "{names:?}"
+            );
+        }
+        let plan = &pages
+            .iter()
+            .find(|(n, _)| n == "pimigrate-plan.1")
+            .unwrap()
+            .1;
+        let plan = String::from_utf8_lossy(plan);
+        assert!(plan.contains("\\-\\-target"), "{plan}");
+        assert!(
+            plan.contains("\\-\\-json"),
+            "global options are missing: {plan}"
+        );
+    }
+
+    #[test]
+    fn completions_cover_the_subcommands() {
+        for (shell, _) in SHELLS {
+            let script = String::from_utf8(completions(shell)).unwrap();
+            for sub in subcommands() {
+                assert!(script.contains(&sub), "{shell} completions lack {sub}");
+            }
+        }
+    }
+}
