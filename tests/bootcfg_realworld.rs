@@ -481,7 +481,7 @@ mod properties {
         )
             .prop_map(|(mut lines, root_line, position, ending, final_newline)| {
                 let at = position.index(lines.len() + 1);
-                lines.retain(|l| !l.split_whitespace().nth(1).is_some_and(|mp| mp == "/"));
+                lines.retain(|l| l.split_whitespace().nth(1).is_none_or(|mp| mp != "/"));
                 let at = at.min(lines.len());
                 lines.insert(at, root_line);
                 let mut text = lines.join(&ending);

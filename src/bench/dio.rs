@@ -98,7 +98,7 @@ fn statx_dio_align(file: &File) -> Option<(u32, u32)> {
     let rc = unsafe {
         libc::statx(
             file.as_raw_fd(),
-            b"\0".as_ptr().cast::<libc::c_char>(),
+            c"".as_ptr(),
             libc::AT_EMPTY_PATH,
             libc::STATX_DIOALIGN,
             &mut stx,

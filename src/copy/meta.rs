@@ -83,8 +83,7 @@ pub fn apply(
     data_written: bool,
     report: &mut dyn FnMut(String, io::Error),
 ) {
-    let owner_differs =
-        existing.map_or(true, |t| t.uid() != source.uid() || t.gid() != source.gid());
+    let owner_differs = existing.is_none_or(|t| t.uid() != source.uid() || t.gid() != source.gid());
     if owner_differs {
         if let Err(err) = set_owner(node, source.uid(), source.gid()) {
             report("set owner".into(), err);
@@ -99,13 +98,13 @@ pub fn apply(
     };
     let is_symlink = matches!(node, Node::Symlink(_));
     let mode = source.mode() & 0o7777;
-    let mode_differs = existing.map_or(true, |t| t.mode() & 0o7777 != mode);
+    let mode_differs = existing.is_none_or(|t| t.mode() & 0o7777 != mode);
     if !is_symlink && (mode_differs || owner_differs || xattrs_changed) {
         if let Err(err) = set_mode(node, mode) {
             report(format!("set mode {mode:04o}"), err);
         }
     }
-    let times_differ = existing.map_or(true, |t| {
+    let times_differ = existing.is_none_or(|t| {
         (t.mtime(), t.mtime_nsec(), t.atime(), t.atime_nsec())
             != (
                 source.mtime(),
