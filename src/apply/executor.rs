@@ -245,6 +245,11 @@ fn partition_and_format(
         journal.mark(Step::Partitioned, state_dir)?;
     }
     let reread = reread_partition_table(&disk, &target.path)?;
+    // Let go of the disk before udev and mkfs need it: while the whole disk
+    // is held with O_EXCL the kernel refuses an exclusive open of any of its
+    // partitions (mke2fs: "apparently in use by the system"), and while it
+    // is flock'ed udev does not probe the new partitions (settle times out).
+    drop(disk);
     crate::failpoint::hit("after-reread");
     let devices = match reread {
         ReReadOutcome::Done => {
@@ -274,7 +279,6 @@ fn partition_and_format(
         }
         journal.mark(Step::Formatted, state_dir)?;
     }
-    drop(disk);
     Ok(devices)
 }
 
