@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 
 mod boot_sd;
 mod disk_speed;
+mod migrate_root_only;
+mod pimigrate_bin;
 mod reference_migration;
 mod tryboot;
 mod usb_boot;
@@ -55,6 +57,11 @@ pub fn all() -> Vec<Scenario> {
             name: "tryboot",
             about: "reboot \"0 tryboot\" boots tryboot.txt once; a power cut then boots config.txt",
             run: tryboot::run,
+        },
+        Scenario {
+            name: "migrate-root-only",
+            about: "pimigrate migrate --no-trial to a USB SSD, reboot, verify; rollback, reboot on the SD",
+            run: migrate_root_only::run,
         },
     ]
 }

@@ -1,0 +1,116 @@
+//! pimigrate's own root-only move, in the guest: `migrate --no-trial` onto
+//! a blank USB SSD (MBR), reboot onto it, `verify`; then `rollback` from the
+//! migrated system and a reboot back onto the SD card, whose `cmdline.txt`
+//! must be byte-identical to the pristine one.
+
+use super::pimigrate_bin::{self, IDS_UNIQUE, JOURNAL_FACTS};
+use super::{expect_fact, facts, PROBE};
+use crate::mbr::{self, Mbr};
+use crate::{fat, inspect, After, Ending, ImageSet, Pi};
+use anyhow::{ensure, Context, Result};
+
+pub fn run(images: &ImageSet) -> Result<()> {
+    let mut pi = Pi::new("migrate-root-only")?;
+    pi.insert_sd_copy(&images.bookworm, "sd-a1")?;
+    pi.attach_blank("ssd", crate::Bus::UsbUas, 8 << 30, "usb-ssd")?;
+    pimigrate_bin::place(&pi)?;
+    let sd = pi.disk("sd")?.image.clone();
+    let ssd = pi.disk("ssd")?.image.clone();
+    let sd_boot = mbr::partition_of(&sd, 1)?;
+    let pristine = fat::read(&sd, &sd_boot, "cmdline.txt")?
+        .context("the pristine SD card has no cmdline.txt")?;
+
+    // Boot 1: migrate, then reboot onto the SSD.
+    let job = format!(
+        "{}\npimigrate migrate --target \"$target\" --yes --no-trial --table mbr\n{JOURNAL_FACTS}",
+        pimigrate_bin::find_disk("TB-SSD")
+    );
+    let first = pi.run(&job, After::Reboot)?;
+    let f = facts(&first.job_ok()?.stdout);
+    ensure!(
+        first.record.ending == Ending::Reboot,
+        "the guest did not reboot after migrating: {:?}",
+        first.record.ending
+    );
+    let disk_id = f.get("plan_disk_id").context("no plan_disk_id")?.clone();
+    let root_partuuid = f
+        .get("plan_root_partuuid")
+        .context("no plan_root_partuuid")?
+        .clone();
+    ensure!(
+        root_partuuid == format!("{disk_id}-01"),
+        "the plan's root PARTUUID {root_partuuid} is not partition 1 of disk {disk_id}"
+    );
+
+    // Boot 2: on the SSD's root, the boot partition still the SD card's.
+    let check = format!(
+        r#"{}{PROBE}{IDS_UNIQUE}
+echo "fstab_root=$(findmnt -s -no SOURCE /)"
+set +e
+pimigrate verify --no-bench
+echo "verify_status=$?"
+"#,
+        pimigrate_bin::find_disk("TB-SSD")
+    );
+    let second = pi.run(&check, After::PowerOff)?;
+    ensure!(
+        second.spec.disk == "sd",
+        "the firmware should still boot the SD card: {:?}",
+        second.spec
+    );
+    let out = second.job_ok()?;
+    let f = facts(&out.stdout);
+    expect_fact(&f, "verify_status", "0").with_context(|| out.stdout.clone())?;
+    let ssd_part1 = format!("{}1", f.get("target").context("no target")?);
+    expect_fact(&f, "root", &ssd_part1)?;
+    expect_fact(&f, "boot_firmware", "/dev/mmcblk0p1")?;
+    expect_fact(&f, "fstab_root", &format!("PARTUUID={root_partuuid}"))?;
+    let cmdline = f.get("cmdline").context("no cmdline")?;
+    ensure!(
+        cmdline
+            .split_whitespace()
+            .any(|w| w == format!("root=PARTUUID={root_partuuid}")),
+        "/proc/cmdline has not root=PARTUUID={root_partuuid}: {cmdline}"
+    );
+
+    // From the host, powered off.
+    let mbr = Mbr::read(&ssd)?.context("the SSD has no MBR after the migration")?;
+    ensure!(
+        format!("{:08x}", mbr.signature) == disk_id,
+        "SSD signature {:08x}, the plan's {disk_id}",
+        mbr.signature
+    );
+    let migrated = fat::read(&sd, &sd_boot, "cmdline.txt")?.context("no cmdline.txt")?;
+    ensure!(
+        migrated.contains(&format!("root=PARTUUID={root_partuuid} ")),
+        "the SD card's cmdline.txt does not name the new root {root_partuuid}: {migrated:?}"
+    );
+    let backup = fat::read(&sd, &sd_boot, "cmdline.txt.pimigrate-backup")?
+        .context("no cmdline.txt.pimigrate-backup on the SD card")?;
+    ensure!(
+        backup == pristine,
+        "the backup is not the pristine cmdline.txt: {backup:?} vs {pristine:?}"
+    );
+    let fstab = inspect::ext4_read(&ssd, 1, "/etc/fstab")?;
+    ensure!(
+        fstab.contains(&format!("PARTUUID={root_partuuid}")),
+        "the SSD's fstab does not name {root_partuuid}:\n{fstab}"
+    );
+
+    // Boot 3: roll back from the migrated system; boot 4: on the SD again.
+    let third = pi.run(
+        "findmnt -no SOURCE /\npimigrate rollback --yes",
+        After::Reboot,
+    )?;
+    third.job_ok()?;
+    let fourth = pi.run(PROBE, After::PowerOff)?;
+    let f = facts(&fourth.job_ok()?.stdout);
+    expect_fact(&f, "root", "/dev/mmcblk0p2")?;
+    expect_fact(&f, "boot_firmware", "/dev/mmcblk0p1")?;
+    let restored = fat::read(&sd, &sd_boot, "cmdline.txt")?.context("no cmdline.txt")?;
+    ensure!(
+        restored == pristine,
+        "cmdline.txt after rollback is {restored:?}, pristine {pristine:?}"
+    );
+    Ok(())
+}

@@ -1,0 +1,47 @@
+//! What the pimigrate scenarios share: the host-built binary placed in the
+//! guest, and job snippets that find the target disk and read the journal.
+
+use crate::pi::target_dir;
+use crate::Pi;
+use anyhow::{ensure, Result};
+
+/// Puts `target/release/pimigrate` (run.sh builds it) on the job's PATH.
+pub fn place(pi: &Pi) -> Result<()> {
+    let bin = target_dir().join("release/pimigrate");
+    ensure!(
+        bin.is_file(),
+        "{} is missing: run `cargo build --release -p pimigrate` (testbed/run.sh does)",
+        bin.display()
+    );
+    pi.share().place_binary(&bin, "pimigrate")?;
+    Ok(())
+}
+
+/// A job snippet setting `$target` to the disk whose serial is `serial`.
+pub fn find_disk(serial: &str) -> String {
+    format!(
+        r#"
+target=/dev/$(lsblk -dno NAME,SERIAL | awk '$2 == "{serial}" {{ print $1 }}')
+[ -b "$target" ] || {{ echo "no disk with serial {serial}"; lsblk; exit 1; }}
+echo "target=$target"
+"#
+    )
+}
+
+/// A job snippet reporting the plan's ids from the journal (`plan_*` facts).
+pub const JOURNAL_FACTS: &str = r#"
+journal=/var/lib/pimigrate/migration.json
+echo "plan_disk_id=$(jq -r .plan.table.disk_id "$journal")"
+echo "plan_root_partuuid=$(jq -r '.plan.table.partitions[] | select(.role == "root") | .partuuid' "$journal")"
+echo "plan_boot_partuuid=$(jq -r '[.plan.table.partitions[] | select(.role == "boot") | .partuuid][0] // ""' "$journal")"
+"#;
+
+/// A job snippet that fails unless every PARTUUID and filesystem UUID of
+/// the attached disks is unique, and reports them (`ids=`).
+pub const IDS_UNIQUE: &str = r#"
+lsblk -J -e 7,11 -o NAME,PARTUUID,UUID > "$TESTBED/out/ids.json"
+ids=$(jq -r '[.. | objects | (.partuuid, .uuid) | select(. != null)] | .[]' "$TESTBED/out/ids.json")
+echo "ids=$(echo $ids)"
+dups=$(echo "$ids" | sort | uniq -d)
+[ -z "$dups" ] || { echo "duplicate ids across disks: $dups"; exit 1; }
+"#;
