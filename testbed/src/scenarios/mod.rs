@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 mod boot_sd;
 mod disk_speed;
 mod migrate_root_only;
+mod migrate_trial;
 mod pimigrate_bin;
 mod reference_migration;
 mod tryboot;
@@ -62,6 +63,11 @@ pub fn all() -> Vec<Scenario> {
             name: "migrate-root-only",
             about: "pimigrate migrate --no-trial to a USB SSD, reboot, verify; rollback, reboot on the SD",
             run: migrate_root_only::run,
+        },
+        Scenario {
+            name: "migrate-trial",
+            about: "pimigrate migrate --trial always to NVMe (GPT): trial boot on NVMe, verify --commit, normal boot on NVMe",
+            run: migrate_trial::run,
         },
     ]
 }

@@ -1,0 +1,106 @@
+//! pimigrate's trial boot: a root-only move to NVMe with a GPT table and
+//! `--trial always`; the agent reboots with `"0 tryboot"`, the firmware
+//! stand-in reads `tryboot.txt`, the trial boot comes up on the NVMe root
+//! and `verify --commit` makes it permanent; a normal boot is on NVMe again.
+//!
+//! The guest is x86_64 and has no device tree, so the trial boot's
+//! `chosen/bootloader/tryboot` is handed to `verify` through `--sysroot`: a
+//! tree whose every entry links to the running system's, plus the one
+//! device-tree file the firmware would have made.
+
+use super::pimigrate_bin::{self, JOURNAL_FACTS};
+use super::{expect_fact, facts, PROBE};
+use crate::mbr;
+use crate::{fat, After, Bus, Ending, ImageSet, Pi};
+use anyhow::{ensure, Context, Result};
+
+/// Job snippet: `$sysroot`, the running system plus a trial boot's flag.
+const TRIAL_SYSROOT: &str = r#"
+sysroot=/run/tb-sysroot
+rm -rf "$sysroot"; mkdir -p "$sysroot/proc"
+for d in /*; do [ "$d" = /proc ] || ln -s "$d" "$sysroot${d}"; done
+for p in /proc/*; do ln -s "$p" "$sysroot$p"; done
+mkdir -p "$sysroot/proc/device-tree/chosen/bootloader"
+printf '\000\000\000\001' > "$sysroot/proc/device-tree/chosen/bootloader/tryboot"
+"#;
+
+/// Job snippet: the PARTUUID of the partition mounted at /.
+const ROOT_PARTUUID: &str = r#"
+echo "root_partuuid=$(lsblk -no PARTUUID "$(findmnt -no SOURCE /)")"
+"#;
+
+pub fn run(images: &ImageSet) -> Result<()> {
+    let mut pi = Pi::new("migrate-trial")?;
+    pi.insert_sd_copy(&images.bookworm, "sd-a1")?;
+    pi.attach_blank("nvme", Bus::Nvme, 8 << 30, "nvme")?;
+    pimigrate_bin::place(&pi)?;
+    let sd = pi.disk("sd")?.image.clone();
+    let sd_boot = mbr::partition_of(&sd, 1)?;
+
+    // Boot 1: migrate with a trial; the agent reboots into it.
+    let job = format!(
+        "{}\npimigrate migrate --target \"$target\" --yes --table gpt --trial always\n{JOURNAL_FACTS}",
+        pimigrate_bin::find_disk("TB-NVME")
+    );
+    let first = pi.run(&job, After::Tryboot)?;
+    let f = facts(&first.job_ok()?.stdout);
+    ensure!(
+        first.record.ending == Ending::TrybootReboot,
+        "no trial reboot after migrating: {:?}",
+        first.record.ending
+    );
+    let root_partuuid = f
+        .get("plan_root_partuuid")
+        .context("no plan_root_partuuid")?
+        .to_lowercase();
+    ensure!(
+        root_partuuid.len() == 36,
+        "the plan's root PARTUUID {root_partuuid:?} is not a GPT partition GUID"
+    );
+    let cmdline = fat::read(&sd, &sd_boot, "cmdline.txt")?.context("no cmdline.txt")?;
+    ensure!(
+        cmdline.contains(&format!("root=PARTUUID={}-02", images.bookworm_signature)),
+        "a trial migration changed cmdline.txt before the trial: {cmdline:?}"
+    );
+
+    // Boot 2: the trial, on the NVMe root; commit it.
+    let trial_job = format!(
+        "{PROBE}{ROOT_PARTUUID}{TRIAL_SYSROOT}pimigrate verify --commit --no-bench --sysroot \"$sysroot\"\n"
+    );
+    let trial = pi.run(&trial_job, After::Reboot)?;
+    ensure!(
+        trial.spec.config_file == "tryboot.txt",
+        "the trial boot read {}",
+        trial.spec.config_file
+    );
+    let f = facts(&trial.job_ok()?.stdout);
+    expect_fact(&f, "root", "/dev/nvme0n1p1")?;
+    expect_fact(&f, "root_partuuid", &root_partuuid)?;
+    expect_fact(&f, "boot_firmware", "/dev/mmcblk0p1")?;
+
+    // Boot 3: a normal boot, after the commit.
+    let normal = pi.run(
+        &format!("{PROBE}{ROOT_PARTUUID}pimigrate verify --no-bench\n"),
+        After::PowerOff,
+    )?;
+    ensure!(
+        normal.spec.config_file == "config.txt",
+        "the boot after the commit read {}",
+        normal.spec.config_file
+    );
+    let f = facts(&normal.job_ok()?.stdout);
+    expect_fact(&f, "root", "/dev/nvme0n1p1")?;
+    expect_fact(&f, "root_partuuid", &root_partuuid)?;
+    let cmdline = fat::read(&sd, &sd_boot, "cmdline.txt")?.context("no cmdline.txt")?;
+    ensure!(
+        cmdline
+            .to_lowercase()
+            .contains(&format!("root=partuuid={root_partuuid} ")),
+        "the committed cmdline.txt does not name {root_partuuid}: {cmdline:?}"
+    );
+    ensure!(
+        fat::read(&sd, &sd_boot, "tryboot.txt")?.is_none(),
+        "tryboot.txt is still on the SD card after the commit"
+    );
+    Ok(())
+}
