@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 mod boot_sd;
 mod disk_speed;
+mod migrate_full;
 mod migrate_root_only;
 mod migrate_trial;
 mod pimigrate_bin;
@@ -68,6 +69,11 @@ pub fn all() -> Vec<Scenario> {
             name: "migrate-trial",
             about: "pimigrate migrate --trial always to NVMe (GPT): trial boot on NVMe, verify --commit, normal boot on NVMe",
             run: migrate_trial::run,
+        },
+        Scenario {
+            name: "migrate-full",
+            about: "pimigrate migrate --layout full to a USB SSD (MBR), SD card out: boots the SSD, root sda2",
+            run: migrate_full::run,
         },
     ]
 }
