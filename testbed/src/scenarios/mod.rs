@@ -17,6 +17,7 @@ mod pimigrate_bin;
 mod reference_migration;
 mod tryboot;
 mod usb_boot;
+mod wizard_unattended;
 
 /// A named scenario.
 pub struct Scenario {
@@ -74,6 +75,11 @@ pub fn all() -> Vec<Scenario> {
             name: "migrate-full",
             about: "pimigrate migrate --layout full to a USB SSD (MBR), SD card out: boots the SSD, root sda2",
             run: migrate_full::run,
+        },
+        Scenario {
+            name: "wizard-unattended",
+            about: "pimigrate wizard --yes --no-trial to a USB SSD, reboot, root on the SSD",
+            run: wizard_unattended::run,
         },
     ]
 }
