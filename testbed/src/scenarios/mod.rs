@@ -14,6 +14,7 @@ mod migrate_full;
 mod migrate_root_only;
 mod migrate_trial;
 mod pimigrate_bin;
+mod recommend;
 mod reference_migration;
 mod tryboot;
 mod usb_boot;
@@ -80,6 +81,11 @@ pub fn all() -> Vec<Scenario> {
             name: "wizard-unattended",
             about: "pimigrate wizard --yes --no-trial to a USB SSD, reboot, root on the SSD",
             run: wizard_unattended::run,
+        },
+        Scenario {
+            name: "recommend",
+            about: "pimigrate recommend --quick: picks the USB SSD, warns the flash drive writes slower than the SD",
+            run: recommend::run,
         },
     ]
 }
