@@ -70,3 +70,19 @@ fn a_dropped_mount_is_unmounted_and_its_directory_removed() {
     assert!(!still_mounted);
     assert!(!point.exists());
 }
+
+#[test]
+fn an_empty_mount_point_left_by_a_killed_run_with_the_same_pid_is_reused() {
+    if !common::require_root("bind mounts") {
+        return;
+    }
+    // The test binary's pid is the one the mount point will be named after.
+    let leftover = std::path::Path::new(pimigrate::apply::mount::RUN_DIR)
+        .join(format!("test-leftover-{}", std::process::id()));
+    std::fs::create_dir_all(&leftover).unwrap();
+    let source = tempfile::tempdir_in("/var/tmp").unwrap();
+    let bind = bind_read_only(source.path(), "test-leftover").unwrap();
+    assert_eq!(bind.path(), leftover);
+    bind.unmount().unwrap();
+    assert!(!leftover.exists());
+}

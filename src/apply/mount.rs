@@ -53,6 +53,9 @@ fn mount_point(name: &str) -> Result<PathBuf> {
         .create(RUN_DIR)
         .with_context(|| format!("creating {RUN_DIR}"))?;
     let point = Path::new(RUN_DIR).join(format!("{name}-{}", std::process::id()));
+    // An empty directory of this name is a killed run's leftover whose pid
+    // came round again; remove_dir refuses anything mounted or non-empty.
+    let _ = std::fs::remove_dir(&point);
     std::fs::DirBuilder::new()
         .mode(0o700)
         .create(&point)
@@ -156,6 +159,14 @@ pub fn clean_up_stale_mounts() -> Result<Vec<PathBuf>> {
         })?;
         let _ = std::fs::remove_dir(&point);
         cleaned.push(point);
+    }
+    // Empty mount points of dead runs (killed between mkdir and mount, or
+    // between unmount and rmdir).
+    for entry in std::fs::read_dir(RUN_DIR).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if owner_is_gone(&path) && std::fs::remove_dir(&path).is_ok() {
+            cleaned.push(path);
+        }
     }
     Ok(cleaned)
 }
