@@ -338,24 +338,7 @@ fn migrate_without_yes_off_a_terminal_writes_nothing() {
     let output = setup.run(&["migrate", "--target", &setup.device]);
     assert_eq!(exit_code(&output), 1);
     assert!(stderr(&output).contains("--yes"), "{}", stderr(&output));
-    let mut head = vec![0u8; 1 << 20];
-    std::io::Read::read_exact(&mut std::fs::File::open(&setup.image).unwrap(), &mut head).unwrap();
-    assert!(head.iter().all(|&b| b == 0));
-}
-
-fn boot_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap())
-        .map(|e| {
-            (
-                e.file_name().to_string_lossy().into_owned(),
-                std::fs::read(e.path()).unwrap(),
-            )
-        })
-        .collect();
-    files.sort();
-    files
+    assert_first_mib_blank(&setup.image);
 }
 
 /// Starts a migration that stops itself (SIGSTOP) at `point`, and waits

@@ -177,3 +177,32 @@ impl Drop for LoopDisk {
         let _ = Command::new("losetup").args(["-d", &self.device]).status();
     }
 }
+
+/// Every file in a boot directory, name and bytes, sorted: to compare the
+/// boot files before and after.
+pub fn boot_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// A disk image nobody wrote to still has a blank first MiB (no table, no
+/// superblock).
+pub fn assert_first_mib_blank(image: &Path) {
+    let mut head = vec![0u8; 1 << 20];
+    std::io::Read::read_exact(&mut std::fs::File::open(image).unwrap(), &mut head).unwrap();
+    assert!(
+        head.iter().all(|&b| b == 0),
+        "{} was written to",
+        image.display()
+    );
+}
