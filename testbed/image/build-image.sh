@@ -61,6 +61,9 @@ trap cleanup EXIT
 include=systemd-sysv,udev,kmod,e2fsprogs,dosfstools,util-linux,fdisk,gdisk,parted
 include+=,rsync,fio,initramfs-tools,zstd,mtools,acl,attr,usbutils,pciutils,jq,procps
 include+=,nvme-cli,less
+# For fleet tests (Ansible over SSH on a loopback port forward) and for driving
+# the wizard in a pseudo-terminal inside the guest.
+include+=,openssh-server,python3,tmux
 log "debootstrap bookworm into $root"
 debootstrap --variant=minbase --include="$include" --cache-dir="$cache/debs" \
     bookworm "$root" "$mirror" >&2
@@ -85,6 +88,11 @@ chroot "$root" systemctl mask apt-daily.timer apt-daily-upgrade.timer \
     dpkg-db-backup.timer getty-static.service getty@tty1.service \
     nvmf-autoconnect.service >&2
 chroot "$root" systemctl set-default multi-user.target >&2
+# A NIC exists only when a scenario asks for QEMU user networking; then
+# systemd-networkd takes a DHCP lease (files/etc/systemd/network). Nothing
+# may wait for the network: most boots have none.
+chroot "$root" systemctl enable systemd-networkd.service ssh.service >&2
+chroot "$root" systemctl mask systemd-networkd-wait-online.service >&2
 chroot "$root" passwd -d root >&2
 echo raspberrypi >"$root/etc/hostname"
 printf '127.0.0.1\tlocalhost\n127.0.1.1\traspberrypi\n' >"$root/etc/hosts"
@@ -105,9 +113,12 @@ done
 # above from the full set, so boot is unaffected.
 moddir=$root/lib/modules/$kver/kernel
 rm -rf "$moddir/sound" "$moddir/net/wireless" "$moddir/net/mac80211" "$moddir/net/bluetooth"
-for d in gpu media net infiniband iio staging comedi hwmon mtd bluetooth isdn video; do
+for d in gpu media infiniband iio staging comedi hwmon mtd bluetooth isdn video; do
     rm -rf "${moddir:?}/drivers/$d"
 done
+# Of the network drivers, only QEMU's virtio NIC (user networking for SSH).
+find "$moddir/drivers/net" -type f ! -name 'virtio_net.ko*' ! -name 'net_failover.ko*' -delete
+find "$moddir/drivers/net" -type d -empty -delete
 chroot "$root" depmod "$kver"
 rm -rf "$root"/usr/share/{doc,man,info,locale}/*
 rm -rf "$root"/var/lib/apt/lists/*

@@ -63,10 +63,12 @@ pub struct Pi {
     pub config: MachineConfig,
     /// Longest a boot may take before QEMU is killed.
     pub boot_limit: Duration,
-    disks: Vec<Disk>,
-    share: Share,
-    tryboot_next: bool,
-    boots: u32,
+    // Crate-visible so that scenario helpers with their own `impl Pi`
+    // (long-running guests, hot-unplug) can reach the machine's state.
+    pub(crate) disks: Vec<Disk>,
+    pub(crate) share: Share,
+    pub(crate) tryboot_next: bool,
+    pub(crate) boots: u32,
 }
 
 impl Pi {
@@ -185,7 +187,7 @@ impl Pi {
     /// Boots until the job has run: a guest that reboots before its agent
     /// starts the job (systemd-fsck repairing root after a power cut does
     /// that) is simply booted again, as a real Pi would be.
-    fn boot_until(&mut self, mut until: impl FnMut(&Share, &str) -> bool) -> Result<Boot> {
+    pub(crate) fn boot_until(&mut self, mut until: impl FnMut(&Share, &str) -> bool) -> Result<Boot> {
         for _ in 0..MAX_EARLY_REBOOTS {
             let boot = self.boot_once(&mut until)?;
             let rebooted = matches!(boot.record.ending, Ending::Reboot | Ending::TrybootReboot);
@@ -204,7 +206,7 @@ impl Pi {
         )
     }
 
-    fn boot_once(&mut self, until: &mut impl FnMut(&Share, &str) -> bool) -> Result<Boot> {
+    pub(crate) fn boot_once(&mut self, until: &mut impl FnMut(&Share, &str) -> bool) -> Result<Boot> {
         self.boots += 1;
         let n = self.boots;
         // Like the real flag, the trial request is cleared before the

@@ -20,6 +20,12 @@ pub struct MachineConfig {
     pub cpus: u32,
     /// Host folder exported to the guest as the 9p share `tb`.
     pub share: Option<PathBuf>,
+    /// QEMU user networking with the guest's SSH port forwarded to this
+    /// loopback port (fleet tests); no NIC at all when `None`.
+    pub ssh_port: Option<u16>,
+    /// A QMP socket, for changing the machine while it runs (unplugging a
+    /// disk mid-copy); none when `None`.
+    pub qmp_socket: Option<PathBuf>,
 }
 
 impl Default for MachineConfig {
@@ -28,6 +34,8 @@ impl Default for MachineConfig {
             memory_mib: 1536,
             cpus: 2,
             share: None,
+            ssh_port: None,
+            qmp_socket: None,
         }
     }
 }
@@ -111,6 +119,16 @@ pub fn command(cfg: &MachineConfig, spec: &BootSpec, disks: &[Disk], serial_log:
             "local,path={},mount_tag=tb,security_model=none,id=tb",
             share.display()
         ));
+    }
+    if let Some(port) = cfg.ssh_port {
+        // Loopback only: the guest's root has no password.
+        c.arg("-nic").arg(format!(
+            "user,model=virtio-net-pci,hostfwd=tcp:127.0.0.1:{port}-:22"
+        ));
+    }
+    if let Some(qmp) = &cfg.qmp_socket {
+        c.arg("-qmp")
+            .arg(format!("unix:{},server=on,wait=off", qmp.display()));
     }
     c.stdin(Stdio::null());
     c
