@@ -45,6 +45,34 @@ const PARTITION_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Applies `plan` (a fresh journal), or carries on with `journal` (resume).
 pub fn apply(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<Journal> {
+    let planned = journal.plan.target.clone();
+    apply_steps(system, journal, ctx)
+        .map_err(|err| explain_lost_target(&system.host, &planned, err))
+}
+
+/// A target that vanished mid-way (unplugged, lost power, bridge reset)
+/// shows up as I/O errors on some file deep in the copy; the user needs to
+/// hear that the disk is gone, that the SD card is as it was, and what to do.
+fn explain_lost_target(host: &Host, planned: &TargetIdentity, err: anyhow::Error) -> anyhow::Error {
+    let node = host.sys(&format!("dev/block/{}", planned.devno));
+    if node.exists() {
+        return err;
+    }
+    let serial = planned
+        .serial
+        .as_deref()
+        .map(|s| format!(", serial {s}"))
+        .unwrap_or_default();
+    err.context(format!(
+        "the target {}{serial} is gone: it was unplugged or lost power during the migration. \
+         The SD card's boot files are unchanged, so the Pi still boots from the SD card. \
+         Plug the disk in again and run `pimigrate migrate --resume` to carry on, \
+         or `pimigrate rollback` to give up",
+        planned.path.display()
+    ))
+}
+
+fn apply_steps(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<Journal> {
     let host = &system.host;
     let state_dir = host.path(&host.state_dir);
     let _lock = lock_state_dir(&state_dir)?;
@@ -464,4 +492,55 @@ fn copy_reports(from: &Path, to: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::system::mounts::DevNo;
+
+    fn usb_ssd() -> TargetIdentity {
+        TargetIdentity {
+            path: PathBuf::from("/dev/sda"),
+            name: "sda".into(),
+            devno: DevNo { major: 8, minor: 0 },
+            vendor: Some("ASMedia".into()),
+            model: Some("SSD".into()),
+            serial: Some("TB-SSD".into()),
+            size_bytes: 8 << 30,
+            logical_sector_size: 512,
+            transport: Transport::Usb,
+        }
+    }
+
+    #[test]
+    fn a_vanished_target_is_named_with_what_to_do() {
+        let root = tempfile::tempdir().unwrap();
+        let host = Host::with_root(root.path());
+        let io = std::io::Error::from_raw_os_error(nix::libc::EIO);
+        let err = anyhow::Error::new(io).context("writing /run/pimigrate/x/usr/bin/ls");
+        let text = format!("{:#}", explain_lost_target(&host, &usb_ssd(), err));
+        assert!(
+            text.starts_with("the target /dev/sda, serial TB-SSD is gone"),
+            "{text}"
+        );
+        assert!(text.contains("unplugged"), "{text}");
+        assert!(text.contains("pimigrate migrate --resume"), "{text}");
+        // The original error stays, for the log and bug reports.
+        assert!(
+            text.contains("writing /run/pimigrate/x/usr/bin/ls"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_present_target_leaves_the_error_alone() {
+        let root = tempfile::tempdir().unwrap();
+        let node = root.path().join("sys/dev/block/8:0");
+        std::fs::create_dir_all(&node).unwrap();
+        let host = Host::with_root(root.path());
+        let err = anyhow::anyhow!("No space left on device");
+        let text = format!("{:#}", explain_lost_target(&host, &usb_ssd(), err));
+        assert_eq!(text, "No space left on device");
+    }
 }
