@@ -113,6 +113,18 @@ impl Disk {
         })
     }
 
+    /// The QEMU id of the device a hot-unplug (QMP `device_del`) removes:
+    /// the USB device, which takes its SCSI disk with it. `None` where the
+    /// machine has no hot-plug slot for the bus (the SD card, NVMe on q35's
+    /// root bus).
+    pub fn device_id(&self) -> Option<String> {
+        match self.bus {
+            Bus::UsbUas => Some(format!("uas-{}", self.name)),
+            Bus::UsbStorage => Some(format!("usb-{}", self.name)),
+            Bus::Sd | Bus::Nvme => None,
+        }
+    }
+
     /// The QEMU arguments for this disk; the controllers it hangs off come
     /// from [`controller_args`]. Guests find the disk by its serial
     /// `TB-<NAME>` (`lsblk -o NAME,SERIAL`), not by its kernel name.
@@ -126,18 +138,16 @@ impl Disk {
             self.profile.drive_options(self.bus.request_size())
         );
         let serial = format!("TB-{}", self.name.to_uppercase());
+        let dev_id = self.device_id().unwrap_or_default();
         let device = match self.bus {
             Bus::Sd => vec![format!("sd-card,drive={id}")],
             Bus::UsbUas => vec![
                 // The USB serial is what udev reports; the SCSI one is for sg_inq.
-                format!("usb-uas,id=uas-{},bus=xhci.0,serial={serial}", self.name),
-                format!(
-                    "scsi-hd,bus=uas-{}.0,scsi-id=0,lun=0,drive={id},serial={serial}",
-                    self.name
-                ),
+                format!("usb-uas,id={dev_id},bus=xhci.0,serial={serial}"),
+                format!("scsi-hd,bus={dev_id}.0,scsi-id=0,lun=0,drive={id},serial={serial}"),
             ],
             Bus::UsbStorage => vec![format!(
-                "usb-storage,bus=xhci.0,drive={id},removable=on,serial={serial}"
+                "usb-storage,id={dev_id},bus=xhci.0,drive={id},removable=on,serial={serial}"
             )],
             Bus::Nvme => vec![format!("nvme,drive={id},serial={serial}")],
         };

@@ -79,3 +79,63 @@ fn tempfile_path(name: &str) -> std::path::PathBuf {
     let base = name.rsplit('/').next().unwrap_or("file");
     std::env::temp_dir().join(format!("pi-testbed-{}-{base}", std::process::id()))
 }
+
+/// Every file on the FAT (path relative to its root, contents), copied out
+/// through `scratch` (emptied first): to show a boot partition holds exactly
+/// what it held before, names and bytes.
+pub fn snapshot(
+    image: &Path,
+    part: &Partition,
+    scratch: &Path,
+) -> Result<std::collections::BTreeMap<String, Vec<u8>>> {
+    let _ = std::fs::remove_dir_all(scratch);
+    std::fs::create_dir_all(scratch)
+        .with_context(|| format!("cannot create {}", scratch.display()))?;
+    cmd::run(
+        mtools("mcopy")
+            .args(["-s", "-m", "-i"])
+            .arg(target(image, part))
+            .arg("::*")
+            .arg(scratch),
+    )
+    .with_context(|| format!("cannot copy the FAT of {} out", image.display()))?;
+    let mut files = std::collections::BTreeMap::new();
+    let mut dirs = vec![scratch.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in
+            std::fs::read_dir(&dir).with_context(|| format!("cannot list {}", dir.display()))?
+        {
+            let path = entry?.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                let rel = path.strip_prefix(scratch).unwrap_or(&path);
+                let bytes = std::fs::read(&path)
+                    .with_context(|| format!("cannot read {}", path.display()))?;
+                files.insert(rel.display().to_string(), bytes);
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(scratch);
+    Ok(files)
+}
+
+/// Where two [`snapshot`]s differ: names only in one, and names whose
+/// contents changed; empty when they are the same.
+pub fn snapshot_diff(
+    before: &std::collections::BTreeMap<String, Vec<u8>>,
+    after: &std::collections::BTreeMap<String, Vec<u8>>,
+) -> Vec<String> {
+    let mut diff = Vec::new();
+    for (name, bytes) in before {
+        match after.get(name) {
+            None => diff.push(format!("{name} is gone")),
+            Some(b) if b != bytes => diff.push(format!("{name} changed")),
+            Some(_) => {}
+        }
+    }
+    for name in after.keys().filter(|n| !before.contains_key(*n)) {
+        diff.push(format!("{name} is new"));
+    }
+    diff
+}

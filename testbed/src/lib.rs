@@ -29,6 +29,7 @@ pub mod mbr;
 pub mod pi;
 pub mod profiles;
 pub mod qemu;
+pub mod qmp;
 pub mod scenarios;
 pub mod share;
 
