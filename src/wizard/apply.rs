@@ -118,11 +118,31 @@ pub(super) fn migrate(wizard: &Wizard, plan: Plan) -> Result<Outcome> {
         "\nDone: the system is on {}.\nWhat to do next:\n",
         journal.plan.target.path.display()
     );
-    for (n, step) in next_steps(&journal.plan).iter().enumerate() {
-        // The wizard has no --reboot of its own to rerun with.
-        let step = step.replace(" (or rerun with --reboot)", "");
+    for (n, step) in wizard_next_steps(&journal.plan).iter().enumerate() {
         text.push_str(&format!("  {}. {step}\n", n + 1));
     }
     wizard.ui.say(&text);
     Ok(Outcome::Migrated(Box::new(journal)))
+}
+
+/// `migrate`'s next steps, for someone who followed the wizard: it has no
+/// --reboot of its own to rerun with, and a move without a trial boot gets
+/// the check after the reboot too (with a trial, `verify --commit` is
+/// already a step), so the person knows how to tell that it worked.
+pub(super) fn wizard_next_steps(plan: &Plan) -> Vec<String> {
+    let mut steps: Vec<String> = next_steps(plan)
+        .iter()
+        .map(|step| step.replace(" (or rerun with --reboot)", ""))
+        .collect();
+    if !steps.iter().any(|step| step.contains("pimigrate verify")) {
+        // Before the last step, the way back, which is for when it failed.
+        let at = steps.len().saturating_sub(1);
+        steps.insert(
+            at,
+            "once it is up, check that it runs from the new disk and see the speed-up: \
+             sudo pimigrate verify"
+                .into(),
+        );
+    }
+    steps
 }

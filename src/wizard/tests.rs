@@ -285,3 +285,32 @@ fn no_candidate_means_nothing_to_do() {
     assert!(matches!(outcome, Outcome::NothingToDo), "{outcome:?}");
     assert!(ui.transcript().contains("No disk can take the system"));
 }
+
+/// The last screen tells the person how to check the move after the
+/// reboot, trial or not, and never offers a flag the wizard does not have.
+#[test]
+fn next_steps_always_end_with_a_check_and_a_way_back() {
+    let (_host, system) = machine("pi4");
+    for trial in [TrialChoice::Never, TrialChoice::Always] {
+        let mut options = Options::new("/dev/sda");
+        options.trial = trial;
+        options.seed = Some(7);
+        let plan = crate::plan::plan(&system, &options).expect("planning for the pi4 fixture");
+        let steps = apply::wizard_next_steps(&plan);
+        let verifies: Vec<&String> = steps
+            .iter()
+            .filter(|s| s.contains("sudo pimigrate verify"))
+            .collect();
+        assert_eq!(verifies.len(), 1, "{trial:?}: {steps:?}");
+        assert!(
+            steps
+                .last()
+                .is_some_and(|s| s.contains("pimigrate rollback")),
+            "{trial:?}: {steps:?}"
+        );
+        assert!(
+            steps.iter().all(|s| !s.contains("--reboot")),
+            "{trial:?}: {steps:?}"
+        );
+    }
+}
