@@ -8,19 +8,29 @@ use crate::system::pi::BootSupport;
 use anyhow::Result;
 
 pub(super) fn what_happens(wizard: &Wizard) {
+    // Lines fit 80 columns: a terminal wraps longer ones mid-word, and this
+    // is the screen a first-time user reads most carefully.
     let mut text = String::from(
-        "pimigrate moves this system off its SD card onto a faster disk (a USB SSD or NVMe drive).\n\
+        "pimigrate moves this system off its SD card onto a faster disk\n\
+         (a USB SSD or NVMe drive).\n\
          \n\
          What will happen:\n\
-         \x20 1. the attached disks are listed and, if you like, measured, to find the best one\n\
-         \x20 2. you choose the disk, and whether only the system (root) or boot and root move\n\
-         \x20 3. you see the exact plan, every boot-file change included, and type the disk's name to go on\n\
-         \x20 4. that disk is erased, partitioned and formatted, and the system is copied onto it\n\
-         \x20 5. the boot files change last, so the Pi starts the copy at the next reboot\n\
+         \x20 1. the attached disks are listed and, if you like, measured, to find\n\
+         \x20    the best one\n\
+         \x20 2. you choose the disk, and whether only the system (root) or boot and\n\
+         \x20    root move\n\
+         \x20 3. you see the exact plan, every boot-file change included, and type\n\
+         \x20    the disk's name to go on\n\
+         \x20 4. that disk is erased, partitioned and formatted, and the system is\n\
+         \x20    copied onto it\n\
+         \x20 5. the boot files change last, so the Pi starts the copy at the next\n\
+         \x20    reboot\n\
          \n\
          What will not happen:\n\
-         \x20 - nothing is written before you type the disk's name; Esc or Ctrl-C at any question stops with nothing changed\n\
-         \x20 - no file on the SD card is deleted; only its boot files may change (with a backup; `pimigrate rollback` restores them)\n\
+         \x20 - nothing is written before you type the disk's name; Esc or Ctrl-C\n\
+         \x20   at any question stops with nothing changed\n\
+         \x20 - no file on the SD card is deleted; only its boot files may change\n\
+         \x20   (with a backup; `pimigrate rollback` restores them)\n\
          \x20 - no disk but the one you choose is written to\n",
     );
     if !wizard.host.is_live() {
@@ -65,12 +75,21 @@ pub(super) fn show_disks(wizard: &Wizard) {
         .unwrap_or("This machine (not a Raspberry Pi)");
     text.push_str(&format!("{model}: {}\n", boot_abilities(wizard)));
     text.push_str("\nDisks found:\n");
-    for disk in shown_disks(wizard) {
+    // Columns as wide as their longest entry, and the role on a line of its
+    // own: on one line it pushed every row past 80 columns.
+    let disks: Vec<&Disk> = shown_disks(wizard).collect();
+    let width =
+        |column: &dyn Fn(&Disk) -> String| disks.iter().map(|d| column(d).len()).max().unwrap_or(0);
+    let path = |d: &Disk| d.path.display().to_string();
+    let size = |d: &Disk| d.size_human.clone();
+    let link = |d: &Disk| d.transport.to_string();
+    let (w_path, w_size, w_link) = (width(&path), width(&size), width(&link));
+    for disk in disks {
         text.push_str(&format!(
-            "  {:<14} {:<21} {:<5} {:<30} {}\n",
-            disk.path.display(),
-            disk.size_human,
-            disk.transport.to_string(),
+            "  {:<w_path$}  {:<w_size$}  {:<w_link$}  {}\n      {}\n",
+            path(disk),
+            size(disk),
+            link(disk),
             product_name(disk),
             role_in_words(disk)
         ));
