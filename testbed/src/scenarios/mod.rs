@@ -16,7 +16,9 @@ mod migrate_trial;
 mod pimigrate_bin;
 mod recommend;
 mod reference_migration;
+mod trial_fails;
 mod tryboot;
+mod unplug_mid_copy;
 mod usb_boot;
 mod wizard_unattended;
 
@@ -86,6 +88,16 @@ pub fn all() -> Vec<Scenario> {
             name: "recommend",
             about: "pimigrate recommend --quick: picks the USB SSD, warns the flash drive writes slower than the SD",
             run: recommend::run,
+        },
+        Scenario {
+            name: "trial-fails",
+            about: "pimigrate migrate --trial always to a USB SSD, SSD gone for the trial boot: a power cycle boots the SD as before; verify says how to roll back, rollback removes the trial files",
+            run: trial_fails::run,
+        },
+        Scenario {
+            name: "unplug-mid-copy",
+            about: "USB SSD unplugged (QMP device_del) while pimigrate copies: a clear error, SD boot files untouched, the SD boots; plugged in again, migrate --resume finishes and the SSD boots",
+            run: unplug_mid_copy::run,
         },
     ]
 }

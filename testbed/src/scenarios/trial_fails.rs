@@ -1,0 +1,168 @@
+//! A trial boot that never comes up: a root-only move to a USB SSD with
+//! `--trial always`, the agent reboots with `"0 tryboot"`, and the SSD is no
+//! longer on the bus for that boot. That is how a trial most often fails for
+//! users: a bus-powered SSD that browns out, a bridge that does not enumerate
+//! at boot, a cable that came loose (PI-FACTS, "USB and power trouble"); it
+//! is also the failed trial the migration issue names. The initramfs waits
+//! for the new root, gives up, and the user pulls the plug.
+//!
+//! The next power cycle must boot the SD card exactly as before (config.txt,
+//! root mmcblk0p2, cmdline.txt byte-identical); `verify` there fails and says
+//! how to roll back; `rollback` leaves the SD's boot partition holding
+//! exactly what it held before the migration, and a last boot confirms it.
+
+use super::pimigrate_bin::{self, JOURNAL_FACTS};
+use super::{expect_fact, facts, PROBE};
+use crate::{fat, mbr, After, Bus, Ending, ImageSet, Pi};
+use anyhow::{ensure, Context, Result};
+
+/// What the initramfs prints when the root device never shows up (Debian's
+/// initramfs-tools), any one of which means the trial is lost.
+const GAVE_UP: [&str; 3] = [
+    "Gave up waiting for root file system device",
+    "does not exist.  Dropping to a shell",
+    "Rebooting automatically due to panic",
+];
+
+pub fn run(images: &ImageSet) -> Result<()> {
+    let mut pi = Pi::new("trial-fails")?;
+    pi.insert_sd_copy(&images.bookworm, "sd-a1")?;
+    pi.attach_blank("ssd", Bus::UsbUas, 8 << 30, "usb-ssd")?;
+    pimigrate_bin::place(&pi)?;
+    let sd = pi.disk("sd")?.image.clone();
+    let sd_boot = mbr::partition_of(&sd, 1)?;
+    let scratch = pi.work.join("fat-snapshot");
+    let pristine = fat::snapshot(&sd, &sd_boot, &scratch)?;
+    let pristine_cmdline = pristine
+        .get("cmdline.txt")
+        .context("the pristine SD card has no cmdline.txt")?
+        .clone();
+
+    // Boot 1: migrate with a trial; the agent reboots into it.
+    let job = format!(
+        "{}\npimigrate migrate --target \"$target\" --yes --table mbr --trial always\n{JOURNAL_FACTS}",
+        pimigrate_bin::find_disk("TB-SSD")
+    );
+    let first = pi.run(&job, After::Tryboot)?;
+    let f = facts(&first.job_ok()?.stdout);
+    ensure!(
+        first.record.ending == Ending::TrybootReboot,
+        "no trial reboot after migrating: {:?}",
+        first.record.ending
+    );
+    let root_partuuid = f
+        .get("plan_root_partuuid")
+        .context("no plan_root_partuuid")?
+        .clone();
+    let trial_files = fat::snapshot(&sd, &sd_boot, &scratch)?;
+    ensure!(
+        trial_files.get("cmdline.txt") == Some(&pristine_cmdline),
+        "a trial migration changed cmdline.txt before the trial"
+    );
+    ensure!(
+        trial_files.contains_key("tryboot.txt"),
+        "the trial migration left no tryboot.txt on the SD card: {:?}",
+        trial_files.keys().collect::<Vec<_>>()
+    );
+
+    // Boot 2: the trial, with the SSD gone. The job would report if the
+    // trial came up anyway; the power is cut once the initramfs gives up.
+    pi.detach("ssd")?;
+    pi.share.set_job(PROBE, After::Stay)?;
+    let trial =
+        pi.boot_once(&mut |_, console: &str| GAVE_UP.iter().any(|m| console.contains(m)))?;
+    ensure!(
+        trial.spec.tryboot && trial.spec.config_file == "tryboot.txt",
+        "the boot after the trial reboot read {} (tryboot {})",
+        trial.spec.config_file,
+        trial.spec.tryboot
+    );
+    ensure!(
+        trial
+            .spec
+            .cmdline
+            .contains(&format!("root=PARTUUID={root_partuuid}")),
+        "the trial boot's command line does not name the SSD's root {root_partuuid}: {}",
+        trial.spec.cmdline
+    );
+    let console = trial.record.console();
+    ensure!(
+        GAVE_UP.iter().any(|m| console.contains(m)),
+        "the trial boot ended ({:?}) without the initramfs giving up on its root; see {}",
+        trial.record.ending,
+        trial.record.serial_log.display()
+    );
+    // Cut by the harness, or rebooted by the initramfs itself (the
+    // testbed's panic=-1) before the cut landed: either way no system.
+    ensure!(
+        matches!(trial.record.ending, Ending::Killed | Ending::Reboot),
+        "the failed trial ended {:?}",
+        trial.record.ending
+    );
+    ensure!(
+        !pi.share.started(),
+        "the trial boot without its root still ran the job"
+    );
+    ensure!(!pi.tryboot_pending(), "the trial flag survived the trial");
+
+    // Boot 3: power on again: the SD card as before. verify fails there and
+    // says how to roll back; rollback removes the trial files.
+    let job = format!(
+        r#"{PROBE}
+set +e
+pimigrate verify --no-bench > "$TESTBED/out/verify.txt" 2>&1
+echo "verify_status=$?"
+pimigrate rollback --yes
+echo "rollback_status=$?"
+"#
+    );
+    let back = pi.run(&job, After::PowerOff)?;
+    ensure!(
+        back.spec.disk == "sd" && back.spec.config_file == "config.txt" && !back.spec.tryboot,
+        "the power cycle after the failed trial booted {} from {}",
+        back.spec.config_file,
+        back.spec.disk
+    );
+    let out = back.job_ok()?;
+    let f = facts(&out.stdout);
+    expect_fact(&f, "root", "/dev/mmcblk0p2")?;
+    expect_fact(&f, "boot_firmware", "/dev/mmcblk0p1")?;
+    let verify = std::fs::read_to_string(pi.share.dir.join("out/verify.txt"))
+        .context("the guest left no verify output")?;
+    // The share is emptied by the next boot; the log folder keeps it.
+    std::fs::write(pi.logs.join("verify.txt"), &verify)?;
+    let verify_status = f.get("verify_status").context("no verify_status")?;
+    // 5: checks failed; 4: nothing to verify. Either must point at rollback.
+    ensure!(
+        verify_status == "5" || verify_status == "4",
+        "verify on the SD card after a failed trial exited {verify_status}:\n{verify}"
+    );
+    ensure!(
+        verify.contains("pimigrate rollback"),
+        "verify after a failed trial does not say how to roll back:\n{verify}"
+    );
+    expect_fact(&f, "rollback_status", "0").with_context(|| out.stderr.clone())?;
+    let rolled_back = fat::snapshot(&sd, &sd_boot, &scratch)?;
+    let diff = fat::snapshot_diff(&pristine, &rolled_back);
+    ensure!(
+        diff.is_empty(),
+        "after rollback the SD card's boot partition differs from before the migration: {diff:?}"
+    );
+
+    // Boot 4: the SD card's own root, from config.txt.
+    let last = pi.run(PROBE, After::PowerOff)?;
+    ensure!(
+        last.spec.config_file == "config.txt",
+        "the boot after rollback read {}",
+        last.spec.config_file
+    );
+    let f = facts(&last.job_ok()?.stdout);
+    expect_fact(&f, "root", "/dev/mmcblk0p2")?;
+    let cmdline = f.get("cmdline").context("no cmdline")?;
+    let pristine_text = String::from_utf8_lossy(&pristine_cmdline);
+    ensure!(
+        cmdline.starts_with(pristine_text.trim()),
+        "the last boot's /proc/cmdline {cmdline:?} is not the SD card's own {pristine_text:?}"
+    );
+    Ok(())
+}
