@@ -121,20 +121,25 @@ for tree in root large; do
     bytes=$(du -s --block-size=1 --apparent-size "$src/$tree" | cut -f1)
     entries=$(find "$src/$tree" | wc -l)
     say "tree $tree: $((bytes >> 20)) MiB, $entries entries"
-    for tool in pimigrate rsync cp; do
-        : >"$work/runs.txt"
-        for ((run = 1; run <= runs; run++)); do
+    # Runs alternate between the tools (pimigrate, rsync, cp, pimigrate,
+    # ...), so a change in the machine's load during the benchmark touches
+    # every tool alike and the ratios stay fair.
+    for tool in pimigrate rsync cp; do : >"$work/runs-$tool.txt"; done
+    for ((run = 1; run <= runs; run++)); do
+        for tool in pimigrate rsync cp; do
             read -r seconds rss < <(measure "$tool" "$tree")
-            echo "$seconds $rss" >>"$work/runs.txt"
+            echo "$seconds $rss" >>"$work/runs-$tool.txt"
             printf '  %-9s run %d: %6.2f s, peak RSS %d MiB\n' "$tool" "$run" "$seconds" $((rss / 1024))
+            if [[ $tool == pimigrate && $run == 1 ]]; then
+                differences=$(rsync -naHAXx --numeric-ids --itemize-changes "$src/$tree/" "$dst/$tree/" | wc -l)
+                [[ $differences == 0 ]] || die "pimigrate's copy of $tree differs from the source in $differences entries"
+                echo "  pimigrate's copy checked: rsync -naHAX finds nothing to do"
+            fi
         done
-        if [[ $tool == pimigrate ]]; then
-            differences=$(rsync -naHAXx --numeric-ids --itemize-changes "$src/$tree/" "$dst/$tree/" | wc -l)
-            [[ $differences == 0 ]] || die "pimigrate's copy of $tree differs from the source in $differences entries"
-            echo "  pimigrate's copy checked: rsync -naHAX finds nothing to do"
-        fi
-        seconds=$(cut -d' ' -f1 "$work/runs.txt" | median)
-        rss=$(cut -d' ' -f2 "$work/runs.txt" | sort -n | tail -1)
+    done
+    for tool in pimigrate rsync cp; do
+        seconds=$(cut -d' ' -f1 "$work/runs-$tool.txt" | median)
+        rss=$(cut -d' ' -f2 "$work/runs-$tool.txt" | sort -n | tail -1)
         echo "$tree $tool $seconds $rss $bytes $entries" >>"$results"
     done
 done

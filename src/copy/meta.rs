@@ -197,9 +197,31 @@ fn timespec(seconds: i64, nanoseconds: i64) -> TimeSpec {
     })
 }
 
+/// A node's access and modification times, kept apart from the rest of its
+/// metadata so they can be set again later (see `Walker::deferred_times`).
+#[derive(Debug, Clone, Copy)]
+pub struct Times {
+    atime: (i64, i64),
+    mtime: (i64, i64),
+}
+
+impl Times {
+    pub fn of(meta: &Metadata) -> Times {
+        Times {
+            atime: (meta.atime(), meta.atime_nsec()),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+        }
+    }
+}
+
 fn set_times(node: Node, source: &Metadata) -> io::Result<()> {
-    let atime = timespec(source.atime(), source.atime_nsec());
-    let mtime = timespec(source.mtime(), source.mtime_nsec());
+    set_node_times(node, Times::of(source))
+}
+
+/// Sets `times` on `node` (a symlink itself, never what it points to).
+pub fn set_node_times(node: Node, times: Times) -> io::Result<()> {
+    let atime = timespec(times.atime.0, times.atime.1);
+    let mtime = timespec(times.mtime.0, times.mtime.1);
     match node {
         Node::Open(file) => nix::sys::stat::futimens(file.as_raw_fd(), &atime, &mtime)?,
         Node::Path(path) | Node::Symlink(path) => {

@@ -166,12 +166,16 @@ fn run_pass(
             Progress::new(progress, &counters),
         );
         let walked = walker.run();
+        let deferred_times = walker.take_deferred_times();
         // Dropping the walker drops the sender: workers finish the queue
         // and leave, and the scope waits for them.
         drop(walker);
-        walked
+        walked.map(|()| deferred_times)
     });
-    walked?;
+    let deferred_times = walked?;
+    if !shared.stop.raised() {
+        tree::set_deferred_times(&deferred_times, &shared);
+    }
     if let Some(fatal) = shared
         .fatal
         .lock()

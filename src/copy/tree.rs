@@ -1,7 +1,10 @@
 //! The walker: goes through the source tree once, in one thread, creating
 //! every entry in the target and handing regular files' data to the
 //! workers. Directory metadata is applied when the walker leaves a
-//! directory, after everything in it was created.
+//! directory, after everything it creates there was created; files that
+//! workers create later change the directory's mtime, so in the first pass
+//! directory times are set once more when the workers are done
+//! ([`Walker::deferred_times`]).
 
 use super::file::DataCopier;
 use super::hardlinks::{HardlinkMap, LinkAction};
@@ -44,6 +47,8 @@ pub struct Walker<'a> {
     pub progress: Progress<'a>,
     hardlinks: HardlinkMap,
     root_dev: u64,
+    /// Directories whose times must be set again after the workers finish.
+    deferred_times: Vec<(PathBuf, meta::Times)>,
 }
 
 /// One entry below a listed directory.
@@ -73,6 +78,7 @@ impl<'a> Walker<'a> {
             progress,
             hardlinks: HardlinkMap::new(),
             root_dev: 0,
+            deferred_times: Vec::new(),
         }
     }
 
@@ -256,6 +262,23 @@ impl<'a> Walker<'a> {
             &frame.meta,
             Node::Path(&frame.target),
         );
+        if self.workers_create_files() {
+            self.deferred_times
+                .push((frame.target, meta::Times::of(&frame.meta)));
+        }
+    }
+
+    /// Whether regular files with one name are created by the workers
+    /// (first pass, with a pool), not by the walker.
+    fn workers_create_files(&self) -> bool {
+        self.pass == Pass::First && matches!(self.dispatch, Dispatch::Pool(_))
+    }
+
+    /// The directories whose times the workers may have changed since the
+    /// walker set them; set them again with [`set_deferred_times`] once
+    /// the workers are done.
+    pub fn take_deferred_times(&mut self) -> Vec<(PathBuf, meta::Times)> {
+        std::mem::take(&mut self.deferred_times)
     }
 
     /// Applies metadata read by path (directories, symlinks, specials, and
@@ -325,10 +348,18 @@ impl<'a> Walker<'a> {
                 }
             }
         }
+        if existing.is_none() && meta.nlink() == 1 && self.workers_create_files() {
+            // Hard-linked files stay with the walker: their later names
+            // are linked to the first one, which must exist by then.
+            return self.submit(Job::Create {
+                source: entry.source.clone(),
+                target: entry.target.clone(),
+            });
+        }
         let file = match nodes::create_file(&entry.target) {
             Ok(file) => file,
             // Something else has the name (an interrupted earlier run).
-            Err(err) if is_name_taken(&err) && self.pass == Pass::First => {
+            Err(err) if workers::is_name_taken(&err) && self.pass == Pass::First => {
                 match nodes::remove_any(&entry.target)
                     .and_then(|()| nodes::create_file(&entry.target))
                 {
@@ -465,10 +496,11 @@ fn same_mtime(a: &Metadata, b: &Metadata) -> bool {
     a.mtime() == b.mtime() && a.mtime_nsec() == b.mtime_nsec()
 }
 
-/// Errors of creating a file where something else already is.
-fn is_name_taken(err: &io::Error) -> bool {
-    matches!(
-        err.raw_os_error(),
-        Some(libc::EEXIST | libc::ELOOP | libc::EISDIR | libc::ETXTBSY)
-    )
+/// Sets directory times again after the workers created files in them.
+pub fn set_deferred_times(times: &[(PathBuf, meta::Times)], shared: &Shared) {
+    for (dir, times) in times {
+        if let Err(err) = meta::set_node_times(Node::Path(dir), *times) {
+            shared.failed(dir, "set directory times", err);
+        }
+    }
 }

@@ -1,10 +1,11 @@
 //! The data side of the copy: jobs for regular files, run by a small pool
 //! of threads while the walker goes on creating the tree.
 //!
-//! Workers never create, rename or remove directory entries (the walker
-//! already created the file they write), so a directory's times, set by the
-//! walker once it leaves the directory, stay put while its files are still
-//! being filled.
+//! In the first pass a worker creates the file it fills (the walker's one
+//! thread would otherwise spend a third of its time creating inodes). That
+//! changes the directory's mtime after the walker set it, so the walker
+//! sets directory times again once the workers are done. Workers never
+//! rename or remove entries, and in the second pass they never create any.
 
 use super::file::{Cancelled, DataCopier, StopFlags};
 use super::meta::{self, Node};
@@ -13,7 +14,7 @@ use super::stats::{CopyError, Counters};
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
@@ -26,6 +27,9 @@ pub enum Job {
         target: PathBuf,
         file: File,
     },
+    /// First pass, a file with one name: create `target` (replacing what an
+    /// interrupted earlier run left there), then as [`Job::Copy`].
+    Create { source: PathBuf, target: PathBuf },
     /// Second pass with checksums: `target` has the source's size and
     /// mtime; compare the bytes and rewrite it in place if they differ.
     Verify { source: PathBuf, target: PathBuf },
@@ -43,7 +47,7 @@ impl Shared<'_> {
     /// Records a failure of `operation` on `path`: fatal ones (the target
     /// is full or read-only, where every next file would fail too) stop
     /// the copy, the others are kept in the stats and the copy goes on.
-    pub fn failed(&self, path: &std::path::Path, operation: &str, err: io::Error) {
+    pub fn failed(&self, path: &Path, operation: &str, err: io::Error) {
         if err.get_ref().is_some_and(|e| e.is::<Cancelled>()) {
             return; // the stop flags already say why
         }
@@ -74,53 +78,87 @@ pub fn run(job: Job, copier: &mut DataCopier, shared: &Shared) {
             source,
             target,
             file,
-        } => copy(&source, &target, &file, copier, shared),
+        } => {
+            if let Some(input) = open_source(&source, shared) {
+                copy(&source, &input, &target, &file, copier, shared);
+            }
+        }
+        Job::Create { source, target } => create(&source, &target, copier, shared),
         Job::Verify { source, target } => verify(&source, &target, copier, shared),
     }
 }
 
+/// The source file, or `None` when it cannot be read (recorded in `shared`;
+/// a file gone since it was listed only counts as vanished).
+fn open_source(source: &Path, shared: &Shared) -> Option<File> {
+    match nodes::open_source(source) {
+        Ok(input) => Some(input),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            // Gone since it was listed: an empty target (if the walker made
+            // one) is removed by the second pass, which sees it is gone.
+            Counters::add(&shared.counters.vanished, 1);
+            None
+        }
+        Err(err) => {
+            shared.failed(source, "open source", err);
+            None
+        }
+    }
+}
+
+fn create(source: &Path, target: &Path, copier: &mut DataCopier, shared: &Shared) {
+    let Some(input) = open_source(source, shared) else {
+        return;
+    };
+    let file = match nodes::create_file(target) {
+        Err(err) if is_name_taken(&err) => {
+            nodes::remove_any(target).and_then(|()| nodes::create_file(target))
+        }
+        created => created,
+    };
+    match file {
+        Ok(file) => copy(source, &input, target, &file, copier, shared),
+        Err(err) => shared.failed(target, "create file", err),
+    }
+}
+
 fn copy(
-    source: &std::path::Path,
-    target: &std::path::Path,
+    source: &Path,
+    input: &File,
+    target: &Path,
     file: &File,
     copier: &mut DataCopier,
     shared: &Shared,
 ) {
-    let input = match nodes::open_source(source) {
-        Ok(input) => input,
-        Err(err) if err.kind() == io::ErrorKind::NotFound => {
-            // Gone since it was listed: the empty target is removed by the
-            // second pass, which sees the source no longer has it.
-            Counters::add(&shared.counters.vanished, 1);
-            return;
-        }
-        Err(err) => return shared.failed(source, "open source", err),
-    };
     let meta = match input.metadata() {
         Ok(meta) => meta,
         Err(err) => return shared.failed(source, "stat source", err),
     };
-    if let Err(err) = copier.copy(&input, file, meta.size(), meta.blocks()) {
+    if let Err(err) = copier.copy(input, file, meta.size(), meta.blocks()) {
         return shared.failed(target, "copy data", err);
     }
-    finish(source, &input, file, &meta, None, true, shared);
+    finish(source, input, file, &meta, None, true, shared);
     Counters::add(&shared.counters.files, 1);
     crate::failpoint::hit("copy-file");
 }
 
+/// Errors of creating a file where something else already is (an
+/// interrupted earlier run left an entry of another kind).
+pub fn is_name_taken(err: &io::Error) -> bool {
+    matches!(
+        err.raw_os_error(),
+        Some(libc::EEXIST | libc::ELOOP | libc::EISDIR | libc::ETXTBSY)
+    )
+}
+
 fn verify(
-    source: &std::path::Path,
-    target: &std::path::Path,
+    source: &Path,
+    target: &Path,
     copier: &mut DataCopier,
     shared: &Shared,
 ) {
-    let input = match nodes::open_source(source) {
-        Ok(input) => input,
-        Err(err) if err.kind() == io::ErrorKind::NotFound => {
-            Counters::add(&shared.counters.vanished, 1);
-            return;
-        }
-        Err(err) => return shared.failed(source, "open source", err),
+    let Some(input) = open_source(source, shared) else {
+        return;
     };
     // Read-write without touching atime: the copy may have to be rewritten.
     let output = match std::fs::OpenOptions::new()
@@ -169,7 +207,7 @@ fn verify(
 
 /// Owner, xattrs, mode and times of the source onto the written file.
 fn finish(
-    source: &std::path::Path,
+    source: &Path,
     input: &File,
     output: &File,
     meta: &std::fs::Metadata,
