@@ -25,6 +25,7 @@ pub mod fat;
 pub mod firmware;
 pub mod image;
 pub mod inspect;
+pub mod live;
 pub mod mbr;
 pub mod pi;
 pub mod profiles;
