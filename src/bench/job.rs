@@ -60,15 +60,17 @@ impl JobSpec {
 /// What an engine measured for one job.
 #[derive(Debug, Clone)]
 pub struct Measurement {
-    /// I/Os completed after the ramp.
+    /// I/Os completed in the measured window: from the end of the ramp to
+    /// the end of the runtime (time-limited jobs), or to the last
+    /// completion (byte-limited jobs).
     pub ios: u64,
     pub bytes: u64,
-    /// From the end of the ramp to the last completion, plus the final
-    /// flush for writes.
+    /// The measured window's length, plus the final flush for writes.
     pub elapsed: Duration,
     /// Time the final fsync took (writes only).
     pub flush: Option<Duration>,
-    /// Per-I/O completion latency, from submission to completion.
+    /// Per-I/O latency, from submission to completion, of every I/O that
+    /// completed after the ramp (those drained after the window too).
     pub latency: Histogram,
     /// CPU time this process spent after the ramp (user + system).
     pub cpu: Duration,

@@ -185,8 +185,9 @@ pub struct TestResult {
     pub queue_depth: u32,
     pub ios: u64,
     pub bytes: u64,
-    /// Measured time: after the ramp, up to the last completion, plus the
-    /// final flush for writes.
+    /// Measured time: the window after the ramp (the runtime; for
+    /// byte-limited jobs up to the last completion), plus the final flush
+    /// for writes.
     pub seconds: f64,
     pub flush_seconds: Option<f64>,
     /// 10^6 bytes per second, as drives are sold.

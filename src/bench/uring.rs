@@ -63,6 +63,11 @@ mod imp {
                     break;
                 }
                 free.pop();
+                // Latency runs from here, before the I/O is prepared and
+                // submitted, as fio's `lat` (from its io_u's start time): a
+                // stamp shared by a whole refill would date the last I/Os
+                // of a burst of 32 by the submissions ahead of them.
+                issued_at[slot] = Instant::now();
                 let offset = picker.next_offset();
                 let buf = &mut buffers[slot];
                 let entry = match spec.direction {
@@ -76,7 +81,6 @@ mod imp {
                             .build()
                     }
                 };
-                issued_at[slot] = now;
                 // SAFETY: the buffer lives in `buffers` until every I/O has
                 // completed (we drain before returning), and is not touched
                 // while its slot is in flight.
