@@ -8,26 +8,11 @@
 //! tree whose every entry links to the running system's, plus the one
 //! device-tree file the firmware would have made.
 
-use super::pimigrate_bin::{self, JOURNAL_FACTS};
+use super::pimigrate_bin::{self, JOURNAL_FACTS, ROOT_PARTUUID, TRIAL_SYSROOT};
 use super::{expect_fact, facts, PROBE};
 use crate::mbr;
 use crate::{fat, After, Bus, Ending, ImageSet, Pi};
 use anyhow::{ensure, Context, Result};
-
-/// Job snippet: `$sysroot`, the running system plus a trial boot's flag.
-const TRIAL_SYSROOT: &str = r#"
-sysroot=/run/tb-sysroot
-rm -rf "$sysroot"; mkdir -p "$sysroot/proc"
-for d in /*; do [ "$d" = /proc ] || ln -s "$d" "$sysroot${d}"; done
-for p in /proc/*; do ln -s "$p" "$sysroot$p"; done
-mkdir -p "$sysroot/proc/device-tree/chosen/bootloader"
-printf '\000\000\000\001' > "$sysroot/proc/device-tree/chosen/bootloader/tryboot"
-"#;
-
-/// Job snippet: the PARTUUID of the partition mounted at /.
-const ROOT_PARTUUID: &str = r#"
-echo "root_partuuid=$(lsblk -no PARTUUID "$(findmnt -no SOURCE /)")"
-"#;
 
 pub fn run(images: &ImageSet) -> Result<()> {
     let mut pi = Pi::new("migrate-trial")?;

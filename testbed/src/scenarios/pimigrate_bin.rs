@@ -45,3 +45,22 @@ echo "ids=$(echo $ids)"
 dups=$(echo "$ids" | sort | uniq -d)
 [ -z "$dups" ] || { echo "duplicate ids across disks: $dups"; exit 1; }
 "#;
+
+/// Job snippet: `$sysroot`, the running system plus a trial boot's flag.
+/// The guest is x86_64 and has no device tree, so the trial boot's
+/// `chosen/bootloader/tryboot` reaches `verify` through `--sysroot`: a tree
+/// whose every entry links to the running system's, plus the one
+/// device-tree file the firmware would have made.
+pub const TRIAL_SYSROOT: &str = r#"
+sysroot=/run/tb-sysroot
+rm -rf "$sysroot"; mkdir -p "$sysroot/proc"
+for d in /*; do [ "$d" = /proc ] || ln -s "$d" "$sysroot${d}"; done
+for p in /proc/*; do ln -s "$p" "$sysroot$p"; done
+mkdir -p "$sysroot/proc/device-tree/chosen/bootloader"
+printf '\000\000\000\001' > "$sysroot/proc/device-tree/chosen/bootloader/tryboot"
+"#;
+
+/// Job snippet: the PARTUUID of the partition mounted at /.
+pub const ROOT_PARTUUID: &str = r#"
+echo "root_partuuid=$(lsblk -no PARTUUID "$(findmnt -no SOURCE /)")"
+"#;
