@@ -411,3 +411,52 @@ fn trim_and_swap_advice() {
     let (_, report) = pi.verify(&[]);
     assert!(warning(&report, "fstrim-timer-off").is_some(), "{report:#}");
 }
+
+#[test]
+fn back_on_the_sd_card_after_a_trial_says_the_trial_did_not_run_and_how_to_roll_back() {
+    let pi = Machine::new();
+    // The migration finished (the state dir is the SD card's, as after a
+    // fallback boot), and this normal boot mounted the SD card's root.
+    let mut journal = pi.journal();
+    journal.done.push(Step::SourceBootEdited);
+    journal
+        .save(&pi.path(STATE_DIR.trim_start_matches('/')))
+        .unwrap();
+    pi.set_tryboot_flag(false);
+    pi.edit(
+        "/proc/self/mountinfo",
+        "8:1 / / rw,relatime shared:26 - ext4 /dev/sda1",
+        "179:2 / / rw,relatime shared:26 - ext4 /dev/mmcblk0p2",
+    );
+    pi.edit(
+        "/proc/cmdline",
+        "root=PARTUUID=2f4a9c17-01",
+        "root=PARTUUID=6c586e13-02",
+    );
+
+    let (code, report) = pi.verify(&[]);
+    assert_eq!(code, 5, "{report:#}");
+    // One failure that names the cause, not a list of its symptoms.
+    let checks = report["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 1, "{report:#}");
+    assert_eq!(checks[0]["code"], "trial-boot");
+    let message = checks[0]["message"].as_str().unwrap();
+    assert!(message.contains("/dev/mmcblk0p2"), "{message}");
+    assert!(message.contains("did not come up"), "{message}");
+    let rollback = report["rollback"].as_array().unwrap();
+    assert!(
+        rollback[0]
+            .as_str()
+            .unwrap()
+            .starts_with("sudo pimigrate rollback --yes"),
+        "{report:#}"
+    );
+    // Nothing changed on the SD card.
+    assert_eq!(pi.read("/boot/firmware/cmdline.txt"), ORIGINAL_CMDLINE);
+    assert!(pi.path("/boot/firmware/tryboot.txt").exists());
+
+    // The human text leads with the same verdict.
+    let text = String::from_utf8(pi.run(&["verify", "--no-bench"]).stdout).unwrap();
+    assert!(text.contains("the trial boot did not come up"), "{text}");
+    assert!(!text.contains("first field of the / line"), "{text}");
+}

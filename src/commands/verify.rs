@@ -17,7 +17,7 @@ use crate::system::System;
 use crate::verify::expected::Expected;
 use crate::verify::kernel_log::KernelLog;
 use crate::verify::{
-    checks, commit, compare, device_name, health, render, rollback_advice, BenchComparison,
+    checks, commit, compare, device_name, health, render, rollback_advice, BenchComparison, Check,
     Outcome, ReportRef, TrialState, Verification, VERIFY_SCHEMA,
 };
 use anyhow::{bail, Result};
@@ -40,6 +40,9 @@ pub fn run(cli: &Cli, args: &VerifyArgs, host: &Host) -> Result<u8> {
     let expected = Expected::from_journal(&journal)?;
     if let Some(why) = not_yet(&system, &journal, &expected) {
         return finish(cli, Verification::nothing(why));
+    }
+    if let Some(v) = trial_did_not_run(&system, &expected) {
+        return finish(cli, v);
     }
     let target = health::target_disk(&system, &expected);
     let quirk = match (args.apply_quirk, target) {
@@ -126,18 +129,23 @@ fn finish(cli: &Cli, v: Verification) -> Result<u8> {
     })
 }
 
+/// The partition / is mounted from, when it is the old (source) root.
+fn running_from_old_root(system: &System, expected: &Expected) -> Option<String> {
+    let running = system
+        .source
+        .running_root_devno
+        .and_then(|devno| device_name(&system.disks, devno))?;
+    resolve(&expected.old_root_spec, &system.disks)
+        .contains(&running)
+        .then_some(running)
+}
+
 /// Still on the SD card's root, and either the migration did not finish
 /// or there was no reboot since it did: nothing to verify yet. (Back on
 /// the SD card after a reboot means the new root did not come up: that is
 /// a failure, and the checks say so.)
 fn not_yet(system: &System, journal: &Journal, expected: &Expected) -> Option<String> {
-    let running = system
-        .source
-        .running_root_devno
-        .and_then(|devno| device_name(&system.disks, devno))?;
-    if !resolve(&expected.old_root_spec, &system.disks).contains(&running) {
-        return None;
-    }
+    let running = running_from_old_root(system, expected)?;
     if !journal.is_done(Step::SourceBootEdited) {
         return Some(format!(
             "the migration has not finished (still running from {running}): `sudo pimigrate migrate --resume` carries on"
@@ -151,6 +159,45 @@ fn not_yet(system: &System, journal: &Journal, expected: &Expected) -> Option<St
             "sudo reboot"
         };
         format!("the system still runs from {running} and has not rebooted since the migration: `{reboot}`, then verify")
+    })
+}
+
+/// Rebooted since a trial migration, yet a normal boot of the SD card's
+/// root: the trial boot did not come up (the firmware then falls back to
+/// the SD card, as designed) or the Pi was restarted without "0 tryboot".
+/// The target checks would only list symptoms of that, so the answer is
+/// this one failure and what to do: roll back, or look at the target and
+/// try again.
+fn trial_did_not_run(system: &System, expected: &Expected) -> Option<Verification> {
+    if !expected.trial_pending() || system.pi.in_trial_boot {
+        return None;
+    }
+    let running = running_from_old_root(system, expected)?;
+    let check = Check::fail(
+        "trial-boot",
+        format!(
+            "this boot runs from the SD card's root {running}, not from the target: the trial boot did not come up \
+             (the firmware then boots the SD card as before) or the Pi was restarted without \"0 tryboot\""
+        ),
+    )
+    .devices(vec![running])
+    .hint(
+        "the SD card's cmdline.txt was not changed; look at the target (`pimigrate devices`, `dmesg`) before trying again",
+    );
+    Some(Verification {
+        layout: Some(expected.layout),
+        trial_boot: Some(TrialState {
+            active: false,
+            committed_at: None,
+        }),
+        checks: vec![check],
+        result: Outcome::Fail,
+        message: Some("the trial boot did not run; the SD card still boots as before".into()),
+        rollback: vec![
+            "sudo pimigrate rollback --yes   (removes the trial files; the SD card then boots exactly as before the migration)".into(),
+            "or, once the target is attached and seen by `pimigrate devices`, try again: sudo reboot \"0 tryboot\"".into(),
+        ],
+        ..Verification::nothing(String::new())
     })
 }
 
