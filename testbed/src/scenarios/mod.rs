@@ -20,6 +20,7 @@ mod trial_fails;
 mod tryboot;
 mod unplug_mid_copy;
 mod usb_boot;
+mod wizard_pty;
 mod wizard_unattended;
 
 /// A named scenario.
@@ -83,6 +84,11 @@ pub fn all() -> Vec<Scenario> {
             name: "wizard-unattended",
             about: "pimigrate wizard --yes --no-trial to a USB SSD, reboot, root on the SSD",
             run: wizard_unattended::run,
+        },
+        Scenario {
+            name: "wizard-pty",
+            about: "pimigrate with no arguments in an 80x24 tmux terminal, answered by reading the screen: Ctrl-C at the typed confirmation leaves the SSD blank; then through to the migration, reboot, root on the SSD",
+            run: wizard_pty::run,
         },
         Scenario {
             name: "recommend",
