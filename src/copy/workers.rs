@@ -151,12 +151,7 @@ pub fn is_name_taken(err: &io::Error) -> bool {
     )
 }
 
-fn verify(
-    source: &Path,
-    target: &Path,
-    copier: &mut DataCopier,
-    shared: &Shared,
-) {
+fn verify(source: &Path, target: &Path, copier: &mut DataCopier, shared: &Shared) {
     let Some(input) = open_source(source, shared) else {
         return;
     };
