@@ -43,9 +43,22 @@ pub(super) fn choose<'a>(
         return Ok(None);
     }
     candidates.sort_by_key(|d| std::cmp::Reverse(preference(d, recommendation)));
+    // The reasons go above the question, where long lines wrap cleanly; the
+    // items stay short, because a list item wider than the terminal makes
+    // the prompt redraw itself line by line.
+    let mut reasons = String::from("Disks that can take the system:\n");
+    for disk in &candidates {
+        reasons.push_str(&format!(
+            "  {}  {}\n      {}\n",
+            disk.path.display(),
+            product_name(disk),
+            reason(disk, recommendation)
+        ));
+    }
+    wizard.ui.say(&reasons);
     let items: Vec<String> = candidates
         .iter()
-        .map(|d| offer(d, recommendation))
+        .map(|d| short_offer(d, recommendation))
         .collect();
     let index = wizard.answer(None, 0, || {
         wizard.ui.choose(
@@ -77,18 +90,42 @@ fn usb_speed(disk: &Disk) -> Option<u32> {
 
 /// One line per candidate: what it is and why (or why not) to take it.
 fn offer(disk: &Disk, recommendation: Option<&Recommendation>) -> String {
-    let reason = match recommendation.and_then(|r| r.ranking.iter().find(|e| e.path == disk.path)) {
-        Some(entry) if entry.worth_it => format!("recommended: {}", entry.verdict),
-        Some(entry) => entry.verdict.clone(),
-        None => without_benchmark(disk),
-    };
     format!(
-        "{}  {}  {}  {}: {reason}",
+        "{}  {}  {}  {}: {}",
         disk.path.display(),
         disk.size_human,
         disk.transport,
-        product_name(disk)
+        product_name(disk),
+        reason(disk, recommendation)
     )
+}
+
+/// A candidate as a list item: the disk, and whether it is the pick.
+fn short_offer(disk: &Disk, recommendation: Option<&Recommendation>) -> String {
+    let picked = recommendation
+        .and_then(|r| r.pick.as_ref())
+        .is_some_and(|pick| pick.path == disk.path);
+    let size = disk
+        .size_human
+        .split(" (")
+        .next()
+        .unwrap_or(&disk.size_human);
+    format!(
+        "{}  {size}  {}{}",
+        disk.path.display(),
+        product_name(disk),
+        if picked { "  (recommended)" } else { "" }
+    )
+}
+
+/// Why (or why not) to take this disk: the benchmark's verdict, else what
+/// its link says.
+fn reason(disk: &Disk, recommendation: Option<&Recommendation>) -> String {
+    match recommendation.and_then(|r| r.ranking.iter().find(|e| e.path == disk.path)) {
+        Some(entry) if entry.worth_it => format!("recommended: {}", entry.verdict),
+        Some(entry) => entry.verdict.clone(),
+        None => without_benchmark(disk),
+    }
 }
 
 /// What can be said from the link alone.
