@@ -169,15 +169,22 @@ pub fn plan_text(plan: &Plan, detail: Detail) -> String {
         let _ = writeln!(out, "  leaves out {}", names.join(", "));
     }
     if !copy.other_filesystems.is_empty() {
-        let names: Vec<String> = copy
-            .other_filesystems
-            .iter()
+        // Mounts below another listed mount (/run/credentials/..., /sys/fs/...)
+        // are noise to a reader: name the outermost and count the rest. The
+        // JSON plan keeps every one.
+        let outermost: Vec<String> = outermost_mounts(&copy.other_filesystems)
             .map(|p| p.display().to_string())
             .collect();
+        let nested = copy.other_filesystems.len() - outermost.len();
         let _ = writeln!(
             out,
-            "  stays on one filesystem; not descended into: {}",
-            names.join(", ")
+            "  stays on one filesystem; not descended into: {}{}",
+            outermost.join(", "),
+            match nested {
+                0 => String::new(),
+                1 => " (and 1 mount below them)".into(),
+                n => format!(" (and {n} mounts below them)"),
+            }
         );
     }
     if let Some(boot) = &plan.boot_copy {
@@ -250,4 +257,38 @@ pub fn plan_text(plan: &Plan, detail: Detail) -> String {
         }
     }
     out
+}
+
+/// The mount points not below another one in `all`.
+fn outermost_mounts(all: &[std::path::PathBuf]) -> impl Iterator<Item = &std::path::PathBuf> {
+    all.iter()
+        .filter(move |p| !all.iter().any(|q| q != *p && p.starts_with(q)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    #[test]
+    fn nested_mounts_are_left_to_their_outermost() {
+        let all: Vec<PathBuf> = [
+            "/boot/firmware",
+            "/dev",
+            "/dev/pts",
+            "/run",
+            "/run/credentials/x.service",
+            "/runner",
+            "/sys",
+            "/sys/fs/cgroup",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        let outer: Vec<&str> = outermost_mounts(&all)
+            .map(|p| p.to_str().unwrap())
+            .collect();
+        // Whole components: /runner is not below /run.
+        assert_eq!(outer, ["/boot/firmware", "/dev", "/run", "/runner", "/sys"]);
+    }
 }
