@@ -31,6 +31,10 @@ declare -A need=(
     [mkfs.ext4]=e2fsprogs
     [debugfs]=e2fsprogs
     [flock]=util-linux
+    # The fleet scenario drives the guest with Ansible over SSH.
+    [ansible-playbook]=ansible-core
+    [ssh]=openssh-client
+    [ssh-keygen]=openssh-client
 )
 
 missing_packages() {

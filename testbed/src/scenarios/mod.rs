@@ -8,6 +8,7 @@ use crate::image::ImageSet;
 use anyhow::{bail, Result};
 use std::collections::BTreeMap;
 
+mod ansible;
 mod boot_sd;
 mod disk_speed;
 mod migrate_full;
@@ -94,6 +95,11 @@ pub fn all() -> Vec<Scenario> {
             name: "recommend",
             about: "pimigrate recommend --quick: picks the USB SSD, warns the flash drive writes slower than the SD",
             run: recommend::run,
+        },
+        Scenario {
+            name: "ansible",
+            about: "examples/ansible/pimigrate.yml over SSH, twice: migrates to the USB SSD, trial-boots, commits; then changed=0",
+            run: ansible::run,
         },
         Scenario {
             name: "trial-fails",
