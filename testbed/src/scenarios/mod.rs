@@ -22,7 +22,7 @@ mod tryboot;
 mod unplug_mid_copy;
 mod usb_boot;
 mod wizard_pty;
-mod wizard_unattended;
+mod wizard_story;
 
 /// A named scenario.
 pub struct Scenario {
@@ -82,9 +82,9 @@ pub fn all() -> Vec<Scenario> {
             run: migrate_full::run,
         },
         Scenario {
-            name: "wizard-unattended",
-            about: "pimigrate wizard --yes --no-trial to a USB SSD, reboot, root on the SSD",
-            run: wizard_unattended::run,
+            name: wizard_story::NAME,
+            about: "the whole story: wizard --yes --quick --trial (SD, flash drive, SSD), trial boot, verify --commit, normal boot on the SSD, faster than the SD",
+            run: wizard_story::run,
         },
         Scenario {
             name: "wizard-pty",
