@@ -1,98 +1,64 @@
 #!/usr/bin/env bash
-# The main job, on any Debian or Ubuntu machine (no Raspberry Pi needed):
-# builds pimigrate, makes a Raspberry Pi OS-style SD card image (MBR, FAT32
-# boot partition, ext4 root with a PARTUUID fstab), mounts its root
-# read-only as the source, attaches an empty sparse "SSD" on a loop device
-# as the target, and shows what pimigrate sees and exactly what it would do:
-# `devices`, then the root-only and full-move plans. Nothing is written to
-# either disk (the plans are dry runs); everything is removed at the end.
+# The main job, on a fresh Debian or Ubuntu machine (no Raspberry Pi needed):
+# the whole story on an emulated Raspberry Pi 4 with an A1-class SD card, a
+# USB flash drive and a USB SSD. The wizard runs unattended: it benchmarks
+# the drives, recommends the SSD (and warns that the flash drive writes
+# slower than the SD card), plans and migrates; the Pi trial-boots into the
+# SSD, `pimigrate verify --commit` makes it permanent and benchmarks the new
+# root; a normal boot comes up on the SSD. At the end: the recommendation,
+# the before/after table, and where the logs are.
+#
+# It is the testbed's `wizard-story` scenario (testbed/run.sh installs the
+# host packages, builds pimigrate, builds or reuses the guest image), with
+# the guest's output streamed while each boot runs. About 10-15 minutes on
+# a 2-core machine, plus a few minutes the first time (packages, build,
+# image). Exits non-zero if any step of the story fails.
 #
 #   sudo ./scripts/demo.sh
-set -euo pipefail
+set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib.sh
 
-[[ $(id -u) == 0 ]] || die "run as root (loop devices and mounts): sudo $0"
+[[ $(id -u) == 0 ]] || die "run as root (QEMU disk images, debootstrap for the guest image): sudo $0"
 ensure_build_tools
-ensure_packages mkfs.ext4=e2fsprogs mkfs.vfat=dosfstools mcopy=mtools sfdisk=fdisk losetup=mount
 
-say "building pimigrate"
-cargo build --release --locked -q
-pimigrate=$PWD/target/release/pimigrate
+scenario=wizard-story
+target_dir=${CARGO_TARGET_DIR:-$PWD/target}
+logs=$target_dir/testbed-logs/$scenario
+guest_out=$target_dir/testbed-work/$scenario/share/out/stdout
+started=$SECONDS
 
-work=$(mktemp -d /var/tmp/pimigrate-demo.XXXXXX)
-loops=()
-cleanup() {
-    mountpoint -q "$work/root" 2>/dev/null && umount "$work/root"
-    for dev in "${loops[@]}"; do losetup -d "$dev" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
+say "setting up: host packages, building pimigrate and the testbed, the guest image (cached after the first run)"
+say "then three boots of the emulated Pi; each boot's job output is shown as it runs (prefixed 'guest |')"
 
-sig=6c586e13
-sector=512 boot_start=8192 boot_sectors=1048576 root_start=1056768
-sd_sectors=$((4 * 1024 * 1024 * 1024 / sector))
-say "making a 4 GiB Raspberry Pi OS-style SD card image (sparse)"
-truncate -s $((sd_sectors * sector)) "$work/sd.img"
-sfdisk -q "$work/sd.img" <<SFDISK
-label: dos
-label-id: 0x$sig
-start=$boot_start, size=$boot_sectors, type=c
-start=$root_start, type=83
-SFDISK
+# The harness empties the share's out/ before each boot: follow the file by
+# name so each boot's output is picked up when the guest starts writing. A
+# previous run's output is removed first so that it is not shown as this one's.
+rm -f "$guest_out"
+tail -F -n +1 "$guest_out" 2>/dev/null | sed -u 's/^/  guest | /' &
+follower=$!
+stop_follower() { kill "$follower" 2>/dev/null; wait "$follower" 2>/dev/null; }
+trap stop_follower EXIT
 
-tree=$work/tree
-mkdir -p "$tree"/{boot/firmware,etc,home/pi,usr,var/lib/dpkg,tmp,proc,sys,dev,run}
-cp -a /usr/bin "$tree/usr/"
-cp -a /etc/ssl /etc/os-release "$tree/etc/"
-cat >"$tree/etc/fstab" <<FSTAB
-proc            /proc           proc    defaults          0       0
-PARTUUID=$sig-01  /boot/firmware  vfat    defaults          0       2
-PARTUUID=$sig-02  /               ext4    defaults,noatime  0       1
-# a swapfile is not a swap partition, no line here
-#   use  dphys-swapfile swap[on|off]  for that
-FSTAB
-echo raspberrypi >"$tree/etc/hostname"
-printf 'Package: e2fsprogs\nStatus: install ok installed\nVersion: %s\n\n' \
-    "$(dpkg-query -W -f='${Version}' e2fsprogs)" >"$tree/var/lib/dpkg/status"
-echo "notes" >"$tree/home/pi/notes.txt"
+testbed/run.sh "$scenario"
+status=$?
+# Let the follower print the last lines of the final boot.
+sleep 1
+stop_follower
+trap - EXIT
 
-root_bytes=$(( (sd_sectors - root_start) * sector ))
-mkfs.ext4 -q -F -L rootfs -d "$tree" -E offset=$((root_start * sector)) "$work/sd.img" $((root_bytes / 1024))k 2>/dev/null
-
-boot=$work/bootfiles
-mkdir -p "$boot"
-echo "console=serial0,115200 console=tty1 root=PARTUUID=$sig-02 rootfstype=ext4 fsck.repair=yes rootwait quiet splash plymouth.ignore-serial-consoles" >"$boot/cmdline.txt"
-printf '# http://rptl.io/configtxt\ndtparam=audio=on\narm_64bit=1\n[all]\n' >"$boot/config.txt"
-mkfs.vfat -F 32 -n bootfs --offset $boot_start "$work/sd.img" $((boot_sectors * sector / 1024)) >/dev/null 2>&1
-mcopy -i "$work/sd.img@@$((boot_start * sector))" "$boot/cmdline.txt" "$boot/config.txt" ::/
-
-say "mounting the image's root read-only (this kernel may lack partition support: attach by offset)"
-src=$(losetup -f --show -r -o $((root_start * sector)) --sizelimit "$root_bytes" "$work/sd.img")
-loops+=("$src")
-mkdir -p "$work/root" "$work/boot"
-mount -o ro "$src" "$work/root"
-# The boot partition is FAT: read it with mtools, no vfat driver needed.
-mcopy -n -i "$work/sd.img@@$((boot_start * sector))" ::/cmdline.txt ::/config.txt "$work/boot/"
-
-say "attaching an empty 64 GiB sparse disk as the target"
-truncate -s 64G "$work/ssd.img"
-target=$(losetup -f --show "$work/ssd.img")
-loops+=("$target")
-
-say "pimigrate devices --all"
-"$pimigrate" --source-root "$work/root" --boot-dir "$work/boot" devices --all
-
-say "pimigrate plan --target $target   (root-only: the SD card keeps booting)"
-"$pimigrate" --source-root "$work/root" --boot-dir "$work/boot" plan --target "$target"
-
-say "pimigrate plan --target $target --layout full --table gpt"
-"$pimigrate" --source-root "$work/root" --boot-dir "$work/boot" plan --target "$target" --layout full --table gpt -q
-
-say "and a refusal: the disk that holds the source root"
-"$pimigrate" --source-root "$work/root" --boot-dir "$work/boot" plan --target "$src" || echo "(exit code $?: refused, as it should be)"
-
-if [[ -n $(head -c 1048576 "$work/ssd.img" | tr -d '\0' | head -c 1) ]]; then
-    die "the target was written to during a dry run"
+elapsed=$((SECONDS - started))
+if [[ $status != 0 ]]; then
+    die "the story failed (status $status) after $((elapsed / 60)) min $((elapsed % 60)) s; logs: $logs/"
 fi
-say "done: the target is still all zeros; nothing was written"
+for file in recommendation.txt before-after.txt; do
+    [[ -s $logs/$file ]] || die "the story passed but left no $logs/$file"
+done
+
+say "the recommendation (boot 1, the wizard's benchmarks)"
+cat "$logs/recommendation.txt"
+echo
+say "before/after (boot 2, the trial boot on the SSD, after verify --commit)"
+cat "$logs/before-after.txt"
+echo
+say "done in $((elapsed / 60)) min $((elapsed % 60)) s; every boot's console, job output and the JSON reports: $logs/"
