@@ -3,15 +3,22 @@
 //! each candidate with a mounted ext4 so its writes are measured: it picks
 //! the SSD, warns that the flash drive is slower at random writes than the
 //! SD card, and the flash drive's measured write IOPS are its profile's
-//! binding limit (50, within 25 %; see docs/testbed.md).
+//! binding limit (50, within 15 %, as issue 4 asks; see docs/testbed.md).
 
 use super::pimigrate_bin;
-use crate::{After, Bus, ImageSet, Pi};
-use anyhow::{ensure, Context, Result};
+use crate::{After, Boot, Bus, ImageSet, Pi};
+use anyhow::{bail, ensure, Context, Result};
 use serde_json::Value;
 
 /// The `usb-flash` profile's random-write limit, which binds (docs/testbed.md).
 const FLASH_WRITE_IOPS: f64 = 50.0;
+
+/// How far a binding limit's measurement may stray, as issue 4 asks. The
+/// quick suite's 1.5 s window at 50 IOPS holds about 75 writes, so a few
+/// more or less move the figure by several per cent. On the development VM
+/// this is not met yet: the flash drive's random writes measure 58.7-59.1
+/// (reads of the same drive 502-509 against their limit of 500).
+const TOLERANCE: f64 = 0.15;
 
 const JOB: &str = r#"
 for d in FLASH SSD; do
@@ -36,7 +43,7 @@ pub fn run(images: &ImageSet) -> Result<()> {
     pi.attach_blank("ssd", Bus::UsbUas, 8 << 30, "usb-ssd")?;
     pimigrate_bin::place(&pi)?;
 
-    let boot = pi.run(JOB, After::PowerOff)?;
+    let boot = run_job(&mut pi)?;
     let f = super::facts(&boot.job_ok()?.stdout);
     let ssd = f.get("SSD").context("no SSD path")?;
     let flash = f.get("FLASH").context("no FLASH path")?;
@@ -68,24 +75,75 @@ pub fn run(images: &ImageSet) -> Result<()> {
         "the flash drive is rated worth it: {}",
         entry["verdict"]
     );
+    // The same drive's random reads (limit 500, ~365-500 in the emulation)
+    // show whether the write limit could bind at all: far below that, the
+    // guest was starved of CPU by a loaded host, and the message says so.
+    let reads = entry["figures"]["rnd4k_q32_read_iops"]
+        .as_f64()
+        .unwrap_or(0.0);
+    let starved = if reads < 4.0 * FLASH_WRITE_IOPS {
+        format!(
+            "; its random reads reached only {reads:.0} IOPS: the guest, not the \
+             limit, was the bottleneck (host load {})",
+            std::fs::read_to_string("/proc/loadavg")
+                .unwrap_or_default()
+                .trim()
+        )
+    } else {
+        String::new()
+    };
     for test in ["rnd4k_q32_write_iops", "rnd4k_q1_write_iops"] {
         let iops = entry["figures"][test]
             .as_f64()
             .with_context(|| format!("the flash drive has no {test}: {}", entry["figures"]))?;
-        let low = FLASH_WRITE_IOPS * 0.75;
-        let high = FLASH_WRITE_IOPS * 1.25;
+        let low = FLASH_WRITE_IOPS * (1.0 - TOLERANCE);
+        let high = FLASH_WRITE_IOPS * (1.0 + TOLERANCE);
         if test == "rnd4k_q32_write_iops" {
             ensure!(
                 (low..=high).contains(&iops),
-                "flash {test} = {iops:.0}, expected {FLASH_WRITE_IOPS} within 25 %"
+                "flash {test} = {iops:.1}, expected {FLASH_WRITE_IOPS} within {:.0} %{starved}",
+                TOLERANCE * 100.0
             );
         } else {
             // At queue depth 1 the emulation may not reach the limit.
             ensure!(
                 iops <= high,
-                "flash {test} = {iops:.0}, above the {FLASH_WRITE_IOPS} limit"
+                "flash {test} = {iops:.1}, above the {FLASH_WRITE_IOPS} limit by more than {:.0} %",
+                TOLERANCE * 100.0
             );
         }
     }
     Ok(())
+}
+
+/// Power-cycles a boot that dropped to the emergency shell before the job
+/// started, at most this often.
+const EMERGENCY_RETRIES: u32 = 2;
+
+/// Runs the job. On a host loaded with other guests, udev can miss
+/// systemd's 90 s device timeout for the SD card's boot partition and the
+/// boot stops in the emergency shell, where it would wait out the whole
+/// boot limit; like a person at a real Pi, cut the power and boot again.
+fn run_job(pi: &mut Pi) -> Result<Boot> {
+    for _ in 0..=EMERGENCY_RETRIES {
+        pi.share.set_job(JOB, After::PowerOff)?;
+        let mut emergency = false;
+        let boot = pi.boot_until(|share, console| {
+            emergency = !share.started() && console.contains("Emergency Mode");
+            emergency
+        })?;
+        if !emergency {
+            return Ok(boot);
+        }
+        eprintln!(
+            "testbed: recommend boot {}: emergency shell before the job started; power-cycling",
+            boot.number
+        );
+    }
+    bail!(
+        "recommend: {} boots in a row stopped in the emergency shell before the job started \
+         (see the serial logs in {})",
+        EMERGENCY_RETRIES + 1,
+        pi.logs.display()
+    )
 }
