@@ -187,7 +187,10 @@ impl Pi {
     /// Boots until the job has run: a guest that reboots before its agent
     /// starts the job (systemd-fsck repairing root after a power cut does
     /// that) is simply booted again, as a real Pi would be.
-    pub(crate) fn boot_until(&mut self, mut until: impl FnMut(&Share, &str) -> bool) -> Result<Boot> {
+    pub(crate) fn boot_until(
+        &mut self,
+        mut until: impl FnMut(&Share, &str) -> bool,
+    ) -> Result<Boot> {
         for _ in 0..MAX_EARLY_REBOOTS {
             let boot = self.boot_once(&mut until)?;
             let rebooted = matches!(boot.record.ending, Ending::Reboot | Ending::TrybootReboot);
@@ -206,7 +209,10 @@ impl Pi {
         )
     }
 
-    pub(crate) fn boot_once(&mut self, until: &mut impl FnMut(&Share, &str) -> bool) -> Result<Boot> {
+    pub(crate) fn boot_once(
+        &mut self,
+        until: &mut impl FnMut(&Share, &str) -> bool,
+    ) -> Result<Boot> {
         self.boots += 1;
         let n = self.boots;
         // Like the real flag, the trial request is cleared before the
