@@ -35,7 +35,8 @@ say "then three boots of the emulated Pi; each boot's job output is shown as it 
 # name so each boot's output is picked up when the guest starts writing. A
 # previous run's output is removed first so that it is not shown as this one's.
 rm -f "$guest_out"
-tail -F -n +1 "$guest_out" 2>/dev/null | sed -u 's/^/  guest | /' &
+# --pid: tail ends with this script even if only sed is killed below.
+tail -F -n +1 --pid=$$ "$guest_out" 2>/dev/null | sed -u 's/^/  guest | /' &
 follower=$!
 stop_follower() { kill "$follower" 2>/dev/null; wait "$follower" 2>/dev/null; }
 trap stop_follower EXIT
