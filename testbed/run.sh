@@ -84,7 +84,8 @@ leftover=$(missing_packages)
 
 cargo build -q -p pi-testbed >&2 || setup_failed "cargo build -p pi-testbed failed"
 # The pimigrate scenarios place this binary in the guest (Debian 12 as the host).
-cargo build -q --release -p pimigrate >&2 || setup_failed "cargo build --release -p pimigrate failed"
+cargo build -q --release -p pimigrate --bin pimigrate --example copy-tree >&2 ||
+    setup_failed "cargo build --release -p pimigrate failed"
 cargo run -q -p pi-testbed -- run "$@"
 status=$?
 # Status 2 means the harness itself could not start (no summary printed).

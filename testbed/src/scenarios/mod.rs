@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 mod ansible;
 mod boot_sd;
+mod copy_debian_root;
 mod disk_speed;
 mod migrate_full;
 mod migrate_root_only;
@@ -65,6 +66,11 @@ pub fn all() -> Vec<Scenario> {
             name: "tryboot",
             about: "reboot \"0 tryboot\" boots tryboot.txt once; a power cut then boots config.txt",
             run: tryboot::run,
+        },
+        Scenario {
+            name: "copy-debian-root",
+            about: "host only: the copier on the guest image's Debian root; rsync -naHAXc finds nothing to do",
+            run: copy_debian_root::run,
         },
         Scenario {
             name: "migrate-root-only",

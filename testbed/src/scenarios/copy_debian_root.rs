@@ -1,0 +1,134 @@
+//! pimigrate's tree copier on a whole Debian root filesystem, the one
+//! debootstrap made for the guest image, on the host and without a boot:
+//! the SD image's root partition, attached read-only at its offset (the
+//! host has no partition devices), is copied into a fresh ext4 by
+//! `examples/copy-tree` (the copier `migrate` runs), and
+//! `rsync -naHAXc --itemize-changes --numeric-ids` must find nothing to do:
+//! same names, types, contents, owners, modes, times, hard links, ACLs and
+//! xattrs. The torture tree in tests/copy_fidelity.rs covers the rare
+//! cases; this is the common case, whole.
+
+use crate::cmd;
+use crate::mbr;
+use crate::pi::target_dir;
+use crate::ImageSet;
+use anyhow::{ensure, Context, Result};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub fn run(images: &ImageSet) -> Result<()> {
+    let copier = target_dir().join("release/examples/copy-tree");
+    ensure!(
+        copier.is_file(),
+        "{} is missing: run `cargo build --release --example copy-tree` (testbed/run.sh does)",
+        copier.display()
+    );
+    let work = target_dir().join("testbed-work/copy-debian-root");
+    let _ = fs::remove_dir_all(&work);
+    fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
+
+    let root = mbr::partition_of(&images.bookworm, 2)?;
+    let source = Attached::new(
+        &images.bookworm,
+        Some((root.offset(), root.size())),
+        &work.join("src"),
+        "ro,noload",
+    )?;
+    let target_image = work.join("target.img");
+    fs::File::create(&target_image)?.set_len(6 << 30)?;
+    cmd::run(
+        Command::new("mkfs.ext4")
+            .args(["-q", "-F"])
+            .arg(&target_image),
+    )?;
+    let target = Attached::new(&target_image, None, &work.join("dst"), "rw")?;
+
+    let copy = target.mountpoint.join("root");
+    let out = cmd::stdout(
+        Command::new(&copier)
+            .arg(format!("{}/", source.mountpoint.display()))
+            .arg(&copy),
+    )?;
+    eprintln!("testbed: copy-debian-root: {}", out.trim());
+    let changes = cmd::stdout(
+        Command::new("rsync")
+            .args(["-naHAXc", "--itemize-changes", "--numeric-ids"])
+            .arg(format!("{}/", source.mountpoint.display()))
+            .arg(format!("{}/", copy.display())),
+    )?;
+    let entries = cmd::stdout(Command::new("find").arg(&source.mountpoint))?
+        .lines()
+        .count();
+    ensure!(
+        changes.trim().is_empty(),
+        "rsync -naHAXc finds differences between the Debian root and its copy:\n{changes}"
+    );
+    ensure!(
+        entries > 5_000,
+        "the source root has only {entries} entries: is it the guest's root filesystem?"
+    );
+    eprintln!("testbed: copy-debian-root: {entries} entries, rsync -naHAXc finds nothing to do");
+    drop(target);
+    drop(source);
+    fs::remove_dir_all(&work).ok();
+    Ok(())
+}
+
+/// An image (or a slice of one) on a loop device, mounted; undone on drop,
+/// and the loop device is never left behind by a failed mount.
+struct Attached {
+    device: String,
+    mountpoint: PathBuf,
+    mounted: bool,
+}
+
+impl Attached {
+    fn new(
+        image: &Path,
+        slice: Option<(u64, u64)>,
+        mountpoint: &Path,
+        options: &str,
+    ) -> Result<Attached> {
+        let mut losetup = Command::new("losetup");
+        losetup.args(["-f", "--show"]);
+        if let Some((offset, size)) = slice {
+            losetup.args([
+                "-r".to_string(),
+                "-o".into(),
+                offset.to_string(),
+                "--sizelimit".into(),
+                size.to_string(),
+            ]);
+        }
+        let device = cmd::stdout(losetup.arg(image))?.trim().to_string();
+        let mut attached = Attached {
+            device,
+            mountpoint: mountpoint.to_path_buf(),
+            mounted: false,
+        };
+        fs::create_dir_all(mountpoint)?;
+        cmd::run(
+            Command::new("mount")
+                .args(["-o", options])
+                .arg(&attached.device)
+                .arg(mountpoint),
+        )?;
+        attached.mounted = true;
+        Ok(attached)
+    }
+}
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        if self.mounted {
+            if let Err(err) = cmd::run(Command::new("umount").arg(&self.mountpoint)) {
+                eprintln!("testbed: copy-debian-root: {err:#}");
+                return; // keep the loop device rather than detach it under a mount
+            }
+        }
+        if let Err(err) = cmd::run(Command::new("losetup").args(["-d", &self.device])) {
+            eprintln!("testbed: copy-debian-root: {err:#}");
+        }
+    }
+}
