@@ -103,6 +103,9 @@ for m in dev/pts dev proc sys; do umount "$root/$m"; done
 kver=$(ls "$root/lib/modules")
 [[ $(wc -w <<<"$kver") == 1 ]] || die "expected one kernel in $root/lib/modules, got: $kver"
 modlist=$(chroot "$root" lsinitramfs "/boot/initrd.img-$kver")
+for tool in e2fsck logsave; do
+    grep -q "sbin/$tool\$" <<<"$modlist" || die "initramfs lacks $tool: check files/etc/initramfs-tools/hooks/fsck-root"
+done
 for mod in sdhci-pci mmc_block xhci-pci uas usb-storage nvme ext4 vfat 9p 9pnet_virtio; do
     grep -q "/${mod//[-_]/[-_]}\.ko" <<<"$modlist" ||
         die "initramfs lacks module $mod: check files/etc/initramfs-tools/modules"
