@@ -3,7 +3,7 @@
 
 use crate::pi::target_dir;
 use crate::Pi;
-use anyhow::{ensure, Result};
+use anyhow::{ensure, Context, Result};
 
 /// Puts `target/release/pimigrate` (run.sh builds it) on the job's PATH.
 pub fn place(pi: &Pi) -> Result<()> {
@@ -64,3 +64,37 @@ printf '\000\000\000\001' > "$sysroot/proc/device-tree/chosen/bootloader/tryboot
 pub const ROOT_PARTUUID: &str = r#"
 echo "root_partuuid=$(lsblk -no PARTUUID "$(findmnt -no SOURCE /)")"
 "#;
+
+/// `recommend --json` picked the SSD at `ssd` and ranked the flash drive at
+/// `flash` as not worth it, slower than the SD card at random writes;
+/// returns the flash drive's ranking entry.
+pub fn check_ssd_over_flash<'a>(
+    doc: &'a serde_json::Value,
+    ssd: &str,
+    flash: &str,
+) -> Result<&'a serde_json::Value> {
+    let pick = doc["pick"]["path"].as_str();
+    ensure!(
+        pick == Some(ssd),
+        "recommend picked {pick:?}, expected the SSD {ssd}; reasons: {}",
+        doc["reasons"]
+    );
+    let entry = doc["ranking"]
+        .as_array()
+        .and_then(|r| r.iter().find(|e| e["path"].as_str() == Some(flash)))
+        .with_context(|| format!("the flash drive {flash} is not ranked: {}", doc["excluded"]))?;
+    let warnings: Vec<&str> = entry["warnings"]
+        .as_array()
+        .map(|w| w.iter().filter_map(|w| w["code"].as_str()).collect())
+        .unwrap_or_default();
+    ensure!(
+        warnings.contains(&"slower-random-writes"),
+        "no slower-random-writes warning for the flash drive; its warnings: {warnings:?}"
+    );
+    ensure!(
+        entry["worth_it"] == serde_json::Value::Bool(false),
+        "the flash drive is rated worth it: {}",
+        entry["verdict"]
+    );
+    Ok(entry)
+}

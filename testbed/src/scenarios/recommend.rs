@@ -52,29 +52,7 @@ pub fn run(images: &ImageSet) -> Result<()> {
         .with_context(|| format!("the guest left no {}", path.display()))?;
     let doc: Value = serde_json::from_str(&text).context("recommend.json is not JSON")?;
 
-    let pick = doc["pick"]["path"].as_str();
-    ensure!(
-        pick == Some(ssd.as_str()),
-        "recommend picked {pick:?}, expected the SSD {ssd}; reasons: {}",
-        doc["reasons"]
-    );
-    let entry = doc["ranking"]
-        .as_array()
-        .and_then(|r| r.iter().find(|e| e["path"].as_str() == Some(flash)))
-        .with_context(|| format!("the flash drive {flash} is not ranked: {}", doc["excluded"]))?;
-    let warnings: Vec<&str> = entry["warnings"]
-        .as_array()
-        .map(|w| w.iter().filter_map(|w| w["code"].as_str()).collect())
-        .unwrap_or_default();
-    ensure!(
-        warnings.contains(&"slower-random-writes"),
-        "no slower-random-writes warning for the flash drive; its warnings: {warnings:?}"
-    );
-    ensure!(
-        entry["worth_it"] == Value::Bool(false),
-        "the flash drive is rated worth it: {}",
-        entry["verdict"]
-    );
+    let entry = pimigrate_bin::check_ssd_over_flash(&doc, ssd, flash)?;
     // The same drive's random reads (limit 500, ~365-500 in the emulation)
     // show whether the write limit could bind at all: far below that, the
     // guest was starved of CPU by a loaded host, and the message says so.

@@ -264,29 +264,7 @@ fn read_json(path: &Path) -> Result<Value> {
 fn check_recommendation(pi: &Pi, ssd: &str, flash: &str) -> Result<()> {
     keep(pi, "recommend.json")?;
     let doc = read_json(&pi.logs.join("recommend.json"))?;
-    let pick = doc["pick"]["path"].as_str();
-    ensure!(
-        pick == Some(ssd),
-        "recommend picked {pick:?}, expected the SSD {ssd}; reasons: {}",
-        doc["reasons"]
-    );
-    let entry = doc["ranking"]
-        .as_array()
-        .and_then(|r| r.iter().find(|e| e["path"].as_str() == Some(flash)))
-        .with_context(|| format!("the flash drive {flash} is not ranked: {}", doc["excluded"]))?;
-    let warnings: Vec<&str> = entry["warnings"]
-        .as_array()
-        .map(|w| w.iter().filter_map(|w| w["code"].as_str()).collect())
-        .unwrap_or_default();
-    ensure!(
-        warnings.contains(&"slower-random-writes"),
-        "no slower-random-writes warning for the flash drive; its warnings: {warnings:?}"
-    );
-    ensure!(
-        entry["worth_it"] == Value::Bool(false),
-        "the flash drive is rated worth it: {}",
-        entry["verdict"]
-    );
+    let entry = pimigrate_bin::check_ssd_over_flash(&doc, ssd, flash)?;
     // Both USB drives were judged on measured writes, not read tests only.
     for (what, e) in [
         ("flash drive", entry),
