@@ -82,6 +82,32 @@ install_packages
 leftover=$(missing_packages)
 [[ -z $leftover ]] || setup_failed "still missing after install: $leftover"
 
+# Disk space, checked up front so that a small disk is one clear failure
+# instead of sixteen "No space left on device". Each scenario's disk images
+# are removed when it ends (PI_TESTBED_KEEP_WORK=1 keeps them); the largest
+# scenario peaks at about 2.5 GB, and building the image needs about 4 GB
+# more in the cache until it is done.
+mib() { echo "$(($1 >> 20)) MiB"; }
+require_free() { # DIR BYTES WHAT
+    local have
+    have=$(df --output=avail -B1 "$1" | tail -1)
+    ((have >= $2)) || setup_failed "$(mib "$have") free under $1; $3 needs $(mib "$2") (du -sh $1/* shows what takes the space)"
+}
+check_disk_space() {
+    local target=${CARGO_TARGET_DIR:-$PWD/target}
+    local cache=${PI_TESTBED_CACHE:-/var/cache/pimigrate-testbed}
+    local scenarios=$((3 << 30)) build=0
+    [[ -f $cache/images/$(testbed/image/build-image.sh --print-key)/READY ]] || build=$((4 << 30))
+    mkdir -p "$target" "$cache"
+    if [[ $(stat -c %d "$target") == $(stat -c %d "$cache") ]]; then
+        require_free "$target" $((scenarios + build)) "the testbed (scenario disk images, image build)"
+    else
+        require_free "$target" "$scenarios" "the testbed's scenario disk images"
+        ((build == 0)) || require_free "$cache" "$build" "building the testbed image"
+    fi
+}
+check_disk_space
+
 cargo build -q -p pi-testbed >&2 || setup_failed "cargo build -p pi-testbed failed"
 # The pimigrate scenarios place this binary in the guest (Debian 12 as the host).
 cargo build -q --release -p pimigrate --bin pimigrate --example copy-tree >&2 ||

@@ -36,7 +36,7 @@ pub mod share;
 
 pub use disks::{Bus, Disk};
 pub use image::ImageSet;
-pub use pi::{Boot, Pi};
+pub use pi::{clear_work, keep_work, work_dir, Boot, Pi};
 pub use profiles::Profile;
 pub use qemu::Ending;
 pub use share::{After, JobOutput, Share};

@@ -6,7 +6,7 @@
 
 use anyhow::{bail, Result};
 use pi_testbed::scenarios::{self, Scenario};
-use pi_testbed::ImageSet;
+use pi_testbed::{clear_work, keep_work, ImageSet};
 use std::time::Instant;
 
 fn main() {
@@ -74,7 +74,17 @@ fn run(names: &[String]) -> Result<i32> {
                 failed += 1;
                 eprintln!("testbed: FAIL {} ({:.0?}): {e:#}", s.name, t.elapsed());
                 eprintln!("testbed: logs in target/testbed-logs/{}/", s.name);
+                if !keep_work() {
+                    eprintln!(
+                        "testbed: its disk images are removed; \
+                         PI_TESTBED_KEEP_WORK=1 testbed/run.sh {} keeps them",
+                        s.name
+                    );
+                }
             }
+        }
+        if let Err(e) = clear_work(s.name) {
+            eprintln!("testbed: {e:#}");
         }
     }
     eprintln!("testbed: total {:.0?}", suite.elapsed());

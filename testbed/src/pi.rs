@@ -24,6 +24,43 @@ pub fn target_dir() -> PathBuf {
         })
 }
 
+/// A scenario's work folder: its disk images and the share.
+pub fn work_dir(scenario: &str) -> PathBuf {
+    target_dir().join("testbed-work").join(scenario)
+}
+
+/// Whether scenarios' disk images are kept after they end
+/// (`PI_TESTBED_KEEP_WORK=1`), for inspection.
+pub fn keep_work() -> bool {
+    std::env::var_os("PI_TESTBED_KEEP_WORK").is_some_and(|v| v == "1")
+}
+
+/// Removes a finished scenario's work folder unless `keep_work()`. Each
+/// scenario leaves 0.5-2.5 GB of disk images; sixteen of them would fill a
+/// small CI disk, and its logs (kept apart) tell what happened.
+pub fn clear_work(scenario: &str) -> Result<()> {
+    if keep_work() {
+        return Ok(());
+    }
+    let dir = work_dir(scenario);
+    // Never delete through a mount a failed scenario left behind.
+    let mounts =
+        fs::read_to_string("/proc/self/mounts").context("cannot read /proc/self/mounts")?;
+    if let Some(m) = mounts
+        .lines()
+        .filter_map(|l| l.split(' ').nth(1))
+        .find(|m| Path::new(m).starts_with(&dir))
+    {
+        bail!("{} is still mounted; left the work folder in place", m);
+    }
+    match fs::remove_dir_all(&dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(e).with_context(|| format!("cannot remove the work folder {}", dir.display()))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// One finished boot: what the firmware loaded, how it ended, what the job said.
 #[derive(Debug, Clone)]
 pub struct Boot {
@@ -75,7 +112,7 @@ impl Pi {
     /// A Pi with no disks; its work folder (disk copies, share) and log
     /// folder start empty.
     pub fn new(name: &str) -> Result<Pi> {
-        let work = target_dir().join("testbed-work").join(name);
+        let work = work_dir(name);
         let logs = target_dir().join("testbed-logs").join(name);
         for d in [&work, &logs] {
             let _ = fs::remove_dir_all(d);

@@ -10,7 +10,7 @@
 
 use crate::cmd;
 use crate::mbr;
-use crate::pi::target_dir;
+use crate::pi::{target_dir, work_dir};
 use crate::ImageSet;
 use anyhow::{ensure, Context, Result};
 use std::fs;
@@ -24,7 +24,7 @@ pub fn run(images: &ImageSet) -> Result<()> {
         "{} is missing: run `cargo build --release --example copy-tree` (testbed/run.sh does)",
         copier.display()
     );
-    let work = target_dir().join("testbed-work/copy-debian-root");
+    let work = work_dir("copy-debian-root");
     let _ = fs::remove_dir_all(&work);
     fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
 
