@@ -6,6 +6,15 @@
 //! filesystems on most kernels since 5.19, which is exactly our case, an SD
 //! card to an SSD), then plain read/write with a large buffer. Copies run in
 //! chunks so a cancel request is noticed within one chunk.
+//!
+//! Each chunk of a large file is handed to writeback as soon as it is
+//! written (`sync_file_range(SYNC_FILE_RANGE_WRITE)`, which starts the
+//! writes and does not wait for them). Left alone, the kernel would keep
+//! the data in memory until the dirty limits are reached, up to 10 % of
+//! RAM, and the target would sit idle while the copier fills the cache and
+//! then while the final flush drains it; started early, the target's writes
+//! run alongside the copy, and a Pi with little memory is not flooded with
+//! dirty pages.
 
 use super::sparse::{self, FileSeeker};
 use std::fs::File;
@@ -82,7 +91,7 @@ impl<'a> DataCopier<'a> {
         if !sparse::may_have_holes(size, blocks) {
             rewind(source)?;
             rewind(target)?;
-            self.copy_range(source, target, size)?;
+            self.copy_range(source, target, 0, size)?;
             return Ok(());
         }
         let mut at = 0;
@@ -99,7 +108,7 @@ impl<'a> DataCopier<'a> {
             };
             (&*source).seek(SeekFrom::Start(extent.start))?;
             (&*target).seek(SeekFrom::Start(extent.start))?;
-            let copied = self.copy_range(source, target, extent.len())?;
+            let copied = self.copy_range(source, target, extent.start, extent.len())?;
             if copied < extent.len() {
                 break; // the source shrank
             }
@@ -109,9 +118,16 @@ impl<'a> DataCopier<'a> {
         target.set_len(size)
     }
 
-    /// Copies up to `len` bytes from the current positions; fewer when the
-    /// source ends first. Returns the bytes copied.
-    fn copy_range(&mut self, source: &File, target: &File, len: u64) -> io::Result<u64> {
+    /// Copies up to `len` bytes from the current positions (the target's
+    /// is `start`); fewer when the source ends first. Returns the bytes
+    /// copied.
+    fn copy_range(
+        &mut self,
+        source: &File,
+        target: &File,
+        start: u64,
+        len: u64,
+    ) -> io::Result<u64> {
         let mut done = 0u64;
         while done < len {
             if self.stop.raised() {
@@ -139,6 +155,9 @@ impl<'a> DataCopier<'a> {
             };
             if n == 0 {
                 break;
+            }
+            if len >= CHUNK as u64 {
+                start_writeback(target, start + done, n as u64);
             }
             done += n as u64;
             self.bytes.fetch_add(n as u64, Ordering::Relaxed);
@@ -240,6 +259,19 @@ fn sendfile(source: &File, target: &File, want: usize) -> io::Result<usize> {
         if err.kind() != io::ErrorKind::Interrupted {
             return Err(err);
         }
+    }
+}
+
+/// Starts writing back `len` bytes of `file` from `offset` without waiting
+/// (see the module comment). Only a hint: an error, such as a vanished
+/// disk, shows again at the next write or at the final flush.
+fn start_writeback(file: &File, offset: u64, len: u64) {
+    let (Ok(offset), Ok(len)) = (offset.try_into(), len.try_into()) else {
+        return;
+    };
+    // SAFETY: the descriptor is open for the duration of the call.
+    unsafe {
+        libc::sync_file_range(file.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE);
     }
 }
 
