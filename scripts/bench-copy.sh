@@ -4,11 +4,13 @@
 #   root   a root-filesystem-like tree: this machine's /usr, /etc and /var/lib
 #   large  a few large files of random data (holes are left to the tests:
 #          rsync without -S would write them out and skew the ratio)
+#   debian a debootstrap'd Debian 12 root filesystem: the testbed's guest
+#          image (testbed/image/build-image.sh, built if not cached)
 # For each tree and tool it runs RUNS copies into a freshly made ext4 and
 # prints median seconds, MB/s, files/s, the ratio to rsync and cp, and peak
 # RSS. pimigrate's copy is checked with rsync -naHAX once per tree.
 #
-#   sudo scripts/bench-copy.sh [--runs N] [--threads N] [--trees "root large"] [--rebuild]
+#   sudo scripts/bench-copy.sh [--runs N] [--threads N] [--trees "root large debian"] [--rebuild]
 #
 # The source images are kept in $BENCH_DIR (default
 # /var/tmp/pimigrate-bench-copy) for the next run; --rebuild makes them anew.
@@ -16,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib.sh
 
-runs=3 threads= rebuild=no trees="root large"
+runs=3 threads= rebuild=no trees="root large debian"
 while [[ $# -gt 0 ]]; do
     case $1 in
         --runs) runs=$2; shift ;;
@@ -29,7 +31,7 @@ while [[ $# -gt 0 ]]; do
 done
 [[ $(id -u) == 0 ]] || die "run as root: sudo $0 (loop devices, mounts, dropping caches)"
 ensure_build_tools
-ensure_packages rsync=rsync mkfs.ext4=e2fsprogs losetup=mount jq=jq
+ensure_packages rsync=rsync mkfs.ext4=e2fsprogs losetup=mount jq=jq sfdisk=fdisk
 
 work=${BENCH_DIR:-/var/tmp/pimigrate-bench-copy}
 mkdir -p "$work"
@@ -75,7 +77,7 @@ detach() {
 src=$work/src dst=$work/dst
 if [[ $rebuild == yes || ! -e $work/source-v2.ready ]]; then
     say "building the source trees (once)"
-    rm -f "$work/source-v2.ready" "$work/source.img"
+    rm -f "$work/source-v2.ready" "$work/debian.ready" "$work/source.img"
     truncate -s 12G "$work/source.img"
     mkfs.ext4 -q -F "$work/source.img"
     attach "$work/source.img" "$src"
@@ -92,6 +94,21 @@ if [[ $rebuild == yes || ! -e $work/source-v2.ready ]]; then
     touch "$work/source-v2.ready"
 fi
 attach "$work/source.img" "$src"
+if [[ " $trees " == *" debian "* && ! -e $work/debian.ready ]]; then
+    say "adding the debootstrap'd Debian root (the testbed's image)"
+    images=$(testbed/image/build-image.sh | tail -1)
+    # Partition 2 of the SD card image is the root filesystem.
+    start=$(sfdisk -J "$images/sd-bookworm.img" | jq '.partitiontable.partitions[1].start * 512')
+    debian_loop=$(losetup -f --show -r -o "$start" "$images/sd-bookworm.img")
+    mkdir -p "$work/debian-image"
+    mount -o ro "$debian_loop" "$work/debian-image"
+    mounted+=("$work/debian-image")
+    rm -rf "$src/debian"
+    cp -a --one-file-system "$work/debian-image" "$src/debian"
+    detach "$work/debian-image"
+    sync
+    touch "$work/debian.ready"
+fi
 [[ -e $work/target.img ]] || truncate -s 12G "$work/target.img"
 
 # fresh_target: a new, empty ext4 at $dst for each run ($target_loop_options
