@@ -85,19 +85,19 @@ leftover=$(missing_packages)
 # Disk space, checked up front so that a small disk is one clear failure
 # instead of sixteen "No space left on device". Each scenario's disk images
 # are removed when it ends (PI_TESTBED_KEEP_WORK=1 keeps them); the largest
-# scenario peaks at about 2.5 GB, and building the image needs about 4 GB
+# scenario peaks at about 2.5 GB, and building the image needs about 2 GB
 # more in the cache until it is done.
 mib() { echo "$(($1 >> 20)) MiB"; }
 require_free() { # DIR BYTES WHAT
     local have
     have=$(df --output=avail -B1 "$1" | tail -1)
-    ((have >= $2)) || setup_failed "$(mib "$have") free under $1; $3 needs $(mib "$2") (du -sh $1/* shows what takes the space)"
+    ((have >= $2)) || setup_failed "$(mib "$have") free under $1, $(mib "$2") needed for $3 (du -sh $1/* shows what takes the space)"
 }
 check_disk_space() {
     local target=${CARGO_TARGET_DIR:-$PWD/target}
     local cache=${PI_TESTBED_CACHE:-/var/cache/pimigrate-testbed}
     local scenarios=$((3 << 30)) build=0
-    [[ -f $cache/images/$(testbed/image/build-image.sh --print-key)/READY ]] || build=$((4 << 30))
+    [[ -f $cache/images/$(testbed/image/build-image.sh --print-key)/READY ]] || build=$((3 << 30))
     mkdir -p "$target" "$cache"
     if [[ $(stat -c %d "$target") == $(stat -c %d "$cache") ]]; then
         require_free "$target" $((scenarios + build)) "the testbed (scenario disk images, image build)"
