@@ -40,17 +40,19 @@ cargo build --release --quiet --example copy-tree --bin pimigrate
 copier=$PWD/target/release/examples/copy-tree
 pimigrate=$PWD/target/release/pimigrate
 
-# Mounted filesystems, unmounted and detached on exit. Images are deleted
-# only by --rebuild, and never while mounted.
-declare -a mounted=()
+# On exit, every filesystem mounted under the work folder is unmounted,
+# deepest first, and the images' loop devices detached. Found with findmnt
+# rather than remembered: `measure` runs in a subshell (a process
+# substitution), and what it mounts is not in any variable of this shell.
+# Images are deleted only by --rebuild, and never while mounted.
 cleanup() {
     local mnt
-    for mnt in "${mounted[@]}"; do
-        [[ -n $mnt ]] || continue
-        umount "$mnt" 2>/dev/null || echo "could not unmount $mnt" >&2
-    done
+    while read -r mnt; do
+        umount "$mnt" || echo "could not unmount $mnt" >&2
+    done < <(findmnt -rn -o TARGET | grep -F "$work/" | sort -r)
     losetup -j "$work/source.img" -O NAME -n 2>/dev/null | xargs -r -n1 losetup -d
     losetup -j "$work/target.img" -O NAME -n 2>/dev/null | xargs -r -n1 losetup -d
+    if [[ -n ${debian_loop:-} ]]; then losetup -d "$debian_loop" 2>/dev/null || true; fi
 }
 trap cleanup EXIT
 
@@ -61,7 +63,6 @@ attach() {
     device=$(losetup -f --show "${@:3}" "$1")
     mkdir -p "$2"
     mount "$device" "$2"
-    mounted+=("$2")
 }
 
 detach() {
@@ -71,7 +72,6 @@ detach() {
     # The kernel may have released the loop device with the mount already.
     losetup -d "$device" 2>/dev/null || ! losetup "$device" >/dev/null 2>&1 ||
         die "could not detach $device"
-    mounted=("${mounted[@]/$1}")
 }
 
 src=$work/src dst=$work/dst
@@ -102,10 +102,10 @@ if [[ " $trees " == *" debian "* && ! -e $work/debian.ready ]]; then
     debian_loop=$(losetup -f --show -r -o "$start" "$images/sd-bookworm.img")
     mkdir -p "$work/debian-image"
     mount -o ro "$debian_loop" "$work/debian-image"
-    mounted+=("$work/debian-image")
     rm -rf "$src/debian"
     cp -a --one-file-system "$work/debian-image" "$src/debian"
     detach "$work/debian-image"
+    debian_loop=
     sync
     touch "$work/debian.ready"
 fi
@@ -198,7 +198,6 @@ if [[ " $trees " == *" large "* ]]; then
     ram=$work/ram
     mkdir -p "$ram"
     mount -t tmpfs -o size=2G tmpfs "$ram"
-    mounted+=("$ram")
     cp -a "$src/large" "$ram/large"
     target_loop_options=(--direct-io=on)
     : >"$work/runs-ram.txt"
