@@ -14,6 +14,7 @@
 //! does. The emulated Pi's firmware cannot be identified either, so
 //! `pimigrate_trial: always`.
 
+use super::pimigrate_bin::TRIAL_SYSROOT;
 use super::{expect_fact, facts, PROBE};
 use crate::live::Live;
 use crate::pi::target_dir;
@@ -25,20 +26,12 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The job of every boot: the host's key for root, and the firmware's
-/// trial flag where `verify --sysroot` looks for it.
+/// trial flag (what the testbed's firmware booted) where
+/// `verify --sysroot` looks for it.
 const JOB: &str = r#"
 install -d -m 700 /root/.ssh
 install -m 600 "$TESTBED/job/authorized_keys" /root/.ssh/authorized_keys
-sysroot=/run/tb-sysroot
-rm -rf "$sysroot"; mkdir -p "$sysroot/proc"
-for d in /*; do [ "$d" = /proc ] || ln -s "$d" "$sysroot${d}"; done
-for p in /proc/*; do ln -s "$p" "$sysroot$p"; done
-mkdir -p "$sysroot/proc/device-tree/chosen/bootloader"
-case "$(cat "$TESTBED/job/tryboot")" in
-    1) printf '\000\000\000\001' ;;
-    *) printf '\000\000\000\000' ;;
-esac > "$sysroot/proc/device-tree/chosen/bootloader/tryboot"
-echo "sshd=$(systemctl is-active ssh || true)"
+tryboot_flag=$(cat "$TESTBED/job/tryboot")
 "#;
 
 /// Longest one playbook run may take (a migration under emulation, with a
@@ -80,7 +73,8 @@ pub fn run(images: &ImageSet) -> Result<()> {
         .with_context(|| format!("cannot copy {} to {}", built.display(), pimigrate.display()))?;
     let logs = pi.logs.clone();
     let work = pi.work.clone();
-    let job = format!("{JOB}{PROBE}");
+    let job =
+        format!("{JOB}{TRIAL_SYSROOT}echo \"sshd=$(systemctl is-active ssh || true)\"\n{PROBE}");
 
     let (root_partuuid, boots) = pi.serve(&job, |live| {
         let first = live.wait_job(Duration::from_secs(15 * 60))?;

@@ -50,14 +50,18 @@ dups=$(echo "$ids" | sort | uniq -d)
 /// The guest is x86_64 and has no device tree, so the trial boot's
 /// `chosen/bootloader/tryboot` reaches `verify` through `--sysroot`: a tree
 /// whose every entry links to the running system's, plus the one
-/// device-tree file the firmware would have made.
+/// device-tree file the firmware would have made: the trial flag set,
+/// unless the job set `tryboot_flag` to something other than 1 first.
 pub const TRIAL_SYSROOT: &str = r#"
 sysroot=/run/tb-sysroot
 rm -rf "$sysroot"; mkdir -p "$sysroot/proc"
 for d in /*; do [ "$d" = /proc ] || ln -s "$d" "$sysroot${d}"; done
 for p in /proc/*; do ln -s "$p" "$sysroot$p"; done
 mkdir -p "$sysroot/proc/device-tree/chosen/bootloader"
-printf '\000\000\000\001' > "$sysroot/proc/device-tree/chosen/bootloader/tryboot"
+case "${tryboot_flag:-1}" in
+    1) printf '\000\000\000\001' ;;
+    *) printf '\000\000\000\000' ;;
+esac > "$sysroot/proc/device-tree/chosen/bootloader/tryboot"
 "#;
 
 /// Job snippet: the PARTUUID of the partition mounted at /.
