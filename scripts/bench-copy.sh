@@ -120,13 +120,14 @@ fresh_target() {
     attach "$work/target.img" "$dst" "${target_loop_options[@]}"
 }
 
-# measure TOOL TREE: one run; prints "seconds peak-rss-kib".
+# measure TOOL TREE [FROM]: one run copying FROM/TREE (FROM defaults to
+# the source filesystem); prints "seconds peak-rss-kib".
 measure() {
-    local tool=$1 tree=$2 cmd
+    local tool=$1 tree=$2 from=${3:-$src} cmd
     case $tool in
-        pimigrate) cmd=("$copier" ${threads:+--threads "$threads"} "$src/$tree/" "$dst/$tree") ;;
-        rsync) cmd=(rsync -aHAXx --numeric-ids "$src/$tree/" "$dst/$tree/") ;;
-        cp) cmd=(cp -a "$src/$tree" "$dst/$tree") ;;
+        pimigrate) cmd=("$copier" ${threads:+--threads "$threads"} "$from/$tree/" "$dst/$tree") ;;
+        rsync) cmd=(rsync -aHAXx --numeric-ids "$from/$tree/" "$dst/$tree/") ;;
+        cp) cmd=(cp -a "$from/$tree" "$dst/$tree") ;;
     esac
     fresh_target
     sync
@@ -202,11 +203,7 @@ if [[ " $trees " == *" large "* ]]; then
     target_loop_options=(--direct-io=on)
     : >"$work/runs-ram.txt"
     for ((run = 1; run <= runs; run++)); do
-        fresh_target
-        sync
-        /usr/bin/time -f '%e' -o "$work/time.txt" bash -c '"$@" >/dev/null && sync' _ \
-            "$copier" ${threads:+--threads "$threads"} "$ram/large/" "$dst/large"
-        cat "$work/time.txt" >>"$work/runs-ram.txt"
+        measure pimigrate large "$ram" | cut -d' ' -f1 >>"$work/runs-ram.txt"
     done
     seconds=$(median <"$work/runs-ram.txt")
     bytes=$(du -s --block-size=1 --apparent-size "$ram/large" | cut -f1)
