@@ -4,7 +4,7 @@
 
 use super::engine::{io_buffers, Gate, JobContext, Progress, Tally, Throttle};
 use super::job::{Direction, Measurement, OffsetPicker, Pattern};
-use super::random::FastRng;
+use super::random::{stamp_for_write, FastRng};
 use anyhow::{anyhow, bail, Result};
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -104,7 +104,7 @@ fn worker(
         let done = match spec.direction {
             Direction::Read => ctx.file.read_at(buf.as_mut_slice(), offset),
             Direction::Write => {
-                rng.scramble(buf.as_mut_slice());
+                stamp_for_write(buf.as_mut_slice(), offset);
                 ctx.file.write_at(buf.as_slice(), offset)
             }
         };
