@@ -9,15 +9,15 @@
 # 10% we want to resolve from one run to the next.
 #
 # Usage: sudo scripts/bench-vs-fio.sh [DIR]   (DIR defaults to /var/tmp)
-# Environment: RUNTIME (s, default 3), SIZE (MiB, default 512), ROUNDS (5).
-# Takes about 16 minutes with the defaults; measure on an otherwise idle
+# Environment: RUNTIME (s, default 3), SIZE (MiB, default 512), ROUNDS (9).
+# Takes about 20 minutes with the defaults; measure on an otherwise idle
 # machine.
 set -euo pipefail
 
 dir=${1:-/var/tmp}
 runtime=${RUNTIME:-3}
 size_mib=${SIZE:-512}
-rounds=${ROUNDS:-5}
+rounds=${ROUNDS:-9}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 
 if [ "$(id -u)" -ne 0 ]; then
