@@ -108,9 +108,11 @@ check_disk_space() {
 }
 check_disk_space
 
-cargo build -q -p pi-testbed >&2 || setup_failed "cargo build -p pi-testbed failed"
+# Not quiet: a first build takes minutes, and cargo's lines show it going.
+say "building the testbed harness and pimigrate (release)"
+cargo build -p pi-testbed >&2 || setup_failed "cargo build -p pi-testbed failed"
 # The pimigrate scenarios place this binary in the guest (Debian 12 as the host).
-cargo build -q --release -p pimigrate --bin pimigrate --example copy-tree >&2 ||
+cargo build --release -p pimigrate --bin pimigrate --example copy-tree >&2 ||
     setup_failed "cargo build --release -p pimigrate failed"
 cargo run -q -p pi-testbed -- run "$@"
 status=$?
