@@ -621,6 +621,25 @@ fn human_plan_shows_table_commands_and_diffs() {
 }
 
 #[test]
+fn quiet_and_verbose_change_how_much_is_said() {
+    // -q: devices leaves out the system summary, keeps the disks.
+    let normal = stdout(&on_fixture("pi4", &["devices"]));
+    let quiet = stdout(&on_fixture("pi4", &["-q", "devices"]));
+    assert!(normal.contains("System: / on /dev/mmcblk0p2"), "{normal}");
+    assert!(!quiet.contains("System:"), "{quiet}");
+    assert!(quiet.contains("/dev/sda"), "{quiet}");
+    // -v: the plan says why each path is left out of the copy.
+    let plan = ["plan", "--target", "/dev/sda", "--seed", "7", "--no-trial"];
+    let normal = stdout(&on_fixture("pi4", &plan));
+    let verbose = stdout(&on_fixture("pi4", &[&["-v"][..], &plan].concat()));
+    assert!(normal.contains("leaves out /lost+found, /var/swap"), "{normal}");
+    assert!(
+        verbose.contains("leaves out /lost+found (mkfs.ext4 creates a fresh one)"),
+        "{verbose}"
+    );
+}
+
+#[test]
 fn usage_errors_exit_2_and_other_errors_exit_1() {
     let output = pimigrate().args(["plan"]).output().unwrap();
     assert_eq!(exit_code(&output), 2);
