@@ -218,6 +218,65 @@ fn a_kernel_started_with_another_root_fails() {
     let message = root[0]["message"].as_str().unwrap();
     assert!(message.contains("root=PARTUUID=6c586e13-02"), "{message}");
     assert!(message.contains("cmdline.pimigrate.txt"), "{message}");
+    // A failure says how to go back, in the text form too.
+    assert!(!report["rollback"].as_array().unwrap().is_empty());
+    let text = stdout(&pi.run(&["verify", "--no-bench"]));
+    assert!(text.contains("To go back to the SD card:"), "{text}");
+    assert!(text.contains("pimigrate rollback --yes"), "{text}");
+}
+
+#[test]
+fn a_kernel_root_naming_no_attached_device_fails() {
+    let pi = Machine::new();
+    // The trial's command line and the kernel agree, on a partition that
+    // is not there (a typo, or a disk that was swapped).
+    for file in ["/proc/cmdline", "/boot/firmware/cmdline.pimigrate.txt"] {
+        pi.edit(
+            file,
+            "root=PARTUUID=2f4a9c17-01",
+            "root=PARTUUID=0badf00d-01",
+        );
+    }
+    let (code, report) = pi.verify(&[]);
+    assert_eq!(code, 5, "{report:#}");
+    let root = failed(&report, "kernel-root");
+    assert_eq!(root.len(), 1, "{report:#}");
+    let message = root[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("root=PARTUUID=0badf00d-01 names no attached device"),
+        "{message}"
+    );
+    assert!(message.contains("/dev/sda1"), "{message}");
+}
+
+#[test]
+fn a_boot_directory_mounted_from_another_partition_fails() {
+    let pi = Machine::new();
+    // /boot/firmware comes from the USB stick, not the SD card's boot
+    // partition the firmware reads: updates would go to the wrong place.
+    pi.edit(
+        "/proc/self/mountinfo",
+        "179:1 / /boot/firmware rw,relatime shared:41 - vfat /dev/mmcblk0p1",
+        "8:17 / /boot/firmware rw,relatime shared:41 - vfat /dev/sdb1",
+    );
+    let (code, report) = pi.verify(&[]);
+    assert_eq!(code, 5, "{report:#}");
+    let boot = failed(&report, "boot-partition");
+    assert_eq!(boot.len(), 1, "{report:#}");
+    let message = boot[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("/boot/firmware is mounted from /dev/sdb1"),
+        "{message}"
+    );
+    assert!(
+        message.contains("/dev/mmcblk0p1 (PARTUUID=6c586e13-01)"),
+        "{message}"
+    );
+    assert_eq!(
+        boot[0]["devices"],
+        serde_json::json!(["/dev/sdb1", "/dev/mmcblk0p1"])
+    );
+    assert!(boot[0]["hint"].as_str().unwrap().contains("/etc/fstab"));
 }
 
 #[test]
@@ -348,6 +407,100 @@ fn commit_is_refused_outside_the_trial_boot_and_changes_nothing() {
     assert_eq!(code, 5);
     assert!(pi.path("/boot/firmware/cmdline.pimigrate.txt").exists());
     assert_eq!(pi.read("/boot/firmware/cmdline.txt"), ORIGINAL_CMDLINE);
+}
+
+/// An fstab line whose id two attached partitions carry fails, naming
+/// both and the kind of id.
+fn assert_duplicate_fstab_id(line: &str, kind: &str) {
+    let report = report_of_fstab_with(line);
+    let fstab = failed(&report, "fstab");
+    assert_eq!(fstab.len(), 1, "{report:#}");
+    let message = fstab[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("(duplicate {kind})")),
+        "{message}"
+    );
+    assert!(message.contains("/dev/mmcblk0p1, /dev/sdb1"), "{message}");
+    assert_eq!(
+        fstab[0]["devices"],
+        serde_json::json!(["/dev/mmcblk0p1", "/dev/sdb1"])
+    );
+}
+
+/// Verifies with `line` added to fstab and the USB stick (sdb1) carrying
+/// the SD card's boot partition's filesystem UUID and LABEL.
+fn report_of_fstab_with(line: &str) -> Value {
+    let pi = Machine::new();
+    pi.edit(
+        "/run/udev/data/b8:17",
+        "ID_FS_UUID=1234-ABCD",
+        "ID_FS_UUID=5DE4-665C",
+    );
+    pi.edit(
+        "/run/udev/data/b8:17",
+        "ID_FS_LABEL=STICK",
+        "ID_FS_LABEL=bootfs",
+    );
+    pi.write("/etc/fstab", &(pi.read("/etc/fstab") + line));
+    let (code, report) = pi.verify(&[]);
+    assert_eq!(code, 5, "{report:#}");
+    report
+}
+
+#[test]
+fn fstab_entries_with_a_duplicate_uuid_or_label_fail_naming_both() {
+    assert_duplicate_fstab_id("UUID=5DE4-665C  /mnt/boot  vfat  defaults  0  2\n", "UUID");
+    assert_duplicate_fstab_id("LABEL=bootfs  /mnt/boot  vfat  defaults  0  2\n", "LABEL");
+}
+
+#[test]
+fn still_on_the_sd_card_before_the_migration_finished_is_nothing_to_verify() {
+    let pi = Machine::new();
+    // The journal stops before the SD card's boot files were changed.
+    pi.edit(
+        "/proc/self/mountinfo",
+        "8:1 / / rw,relatime shared:26 - ext4 /dev/sda1",
+        "179:2 / / rw,relatime shared:26 - ext4 /dev/mmcblk0p2",
+    );
+    let (code, report) = pi.verify(&[]);
+    assert_eq!(code, 4, "{report:#}");
+    assert_eq!(report["result"], "nothing-to-verify");
+    let message = report["message"].as_str().unwrap();
+    assert!(message.contains("has not finished"), "{message}");
+    assert!(message.contains("/dev/mmcblk0p2"), "{message}");
+    assert!(message.contains("pimigrate migrate --resume"), "{message}");
+    assert!(report["checks"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn migrated_but_not_rebooted_is_nothing_to_verify() {
+    let pi = Machine::new();
+    let mut journal = pi.journal();
+    journal.done.push(Step::SourceBootEdited);
+    journal
+        .save(&pi.path(STATE_DIR.trim_start_matches('/')))
+        .unwrap();
+    // This boot began long before the journal was last written.
+    pi.write("/proc/stat", "cpu  1 2 3 4\nbtime 1000\nprocesses 42\n");
+    pi.set_tryboot_flag(false);
+    pi.edit(
+        "/proc/self/mountinfo",
+        "8:1 / / rw,relatime shared:26 - ext4 /dev/sda1",
+        "179:2 / / rw,relatime shared:26 - ext4 /dev/mmcblk0p2",
+    );
+    let (code, report) = pi.verify(&["--commit"]);
+    assert_eq!(code, 4, "{report:#}");
+    let message = report["message"].as_str().unwrap();
+    assert!(message.contains("has not rebooted"), "{message}");
+    assert!(
+        message.contains(r#"`sudo reboot "0 tryboot"`"#),
+        "{message}"
+    );
+    // Nothing was committed.
+    assert_eq!(pi.read("/boot/firmware/cmdline.txt"), ORIGINAL_CMDLINE);
+    assert!(pi.journal().committed.is_none());
+    let text = stdout(&pi.run(&["verify", "--no-bench"]));
+    assert!(text.starts_with("Nothing to verify"), "{text}");
 }
 
 #[test]
