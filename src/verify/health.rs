@@ -1,6 +1,6 @@
 //! Advice that does not fail the verification: a flaky uas bridge, an
 //! under-powered Pi, TRIM that cannot work, swap left on the SD card, and
-//! old names of the SD card's root partition.
+//! old names of the SD card's root partition (in old_root.rs).
 
 use super::expected::Expected;
 use super::kernel_log::{uas_resets, KernelLog, LogNames};
@@ -22,7 +22,7 @@ pub fn warnings(
     out.extend(throttled.and_then(under_voltage));
     out.extend(target.and_then(|disk| trim(system, disk)));
     out.extend(swap_on_old_disk(system, expected));
-    out.extend(old_root_references(system, expected));
+    out.extend(super::old_root::references(system, expected));
     out
 }
 
@@ -211,61 +211,6 @@ fn swap_on_old_disk(system: &System, expected: &Expected) -> Vec<Warning> {
         } else {
             warning.fix("point CONF_SWAPFILE in /etc/dphys-swapfile at the new root, then sudo dphys-swapfile setup && sudo dphys-swapfile swapon")
         });
-    }
-    out
-}
-
-/// fstab lines other than `/` that still name the SD card's root
-/// partition (the `/` line is a failed check), and a committed cmdline.txt
-/// that does (after the commit, cmdline.txt is what boots).
-fn old_root_references(system: &System, expected: &Expected) -> Vec<Warning> {
-    let old_spec = &expected.old_root_spec;
-    let old_devices = resolve(old_spec, &system.disks);
-    let names_old = |spec: &crate::bootcfg::DeviceSpec| {
-        spec == old_spec || {
-            let matches = resolve(spec, &system.disks);
-            !matches.is_empty() && matches.iter().all(|m| old_devices.contains(m))
-        }
-    };
-    let mut out = Vec::new();
-    if let Some(fstab) = system.source.fstab.as_ref().ok().and_then(|f| f.ok()) {
-        for entry in fstab.entries().iter().filter(|e| e.mountpoint != "/") {
-            if entry.device_spec().is_ok_and(|spec| names_old(&spec)) {
-                out.push(
-                    Warning::new(
-                        "old-root-referenced",
-                        format!(
-                            "/etc/fstab line {} mounts the SD card's old root partition ({}) at {}",
-                            entry.line, entry.spec, entry.mountpoint
-                        ),
-                    )
-                    .fix("remove the line unless you mean to keep the old root mounted (it is a stale copy)"),
-                );
-            }
-        }
-    }
-    if !expected.trial_pending() {
-        let file = expected.on_boot(&expected.cmdline_file);
-        let root = std::fs::read(system.host.path(&file))
-            .ok()
-            .and_then(|bytes| crate::bootcfg::Cmdline::parse(&bytes).ok())
-            .and_then(|c| c.root().ok());
-        if root.is_some_and(|spec| names_old(&spec)) {
-            out.push(
-                Warning::new(
-                    "old-root-referenced",
-                    format!(
-                        "{} still boots the SD card's old root ({old_spec})",
-                        file.display()
-                    ),
-                )
-                .fix(format!(
-                    "set root={} in {}",
-                    expected.root_spec(),
-                    file.display()
-                )),
-            );
-        }
     }
     out
 }

@@ -9,6 +9,7 @@ pub mod compare;
 pub mod expected;
 pub mod health;
 pub mod kernel_log;
+pub mod old_root;
 pub mod render;
 
 use crate::plan::Layout;
