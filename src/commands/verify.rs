@@ -5,7 +5,7 @@
 use super::bench::EXIT_INTERRUPTED;
 use super::{print_json, EXIT_FAILED, EXIT_NOTHING_TO_VERIFY, EXIT_OK};
 use crate::apply::journal::{Journal, Step};
-use crate::bench::machine::Throttled;
+use crate::bench::machine::read_throttled;
 use crate::bench::progress::ProgressUi;
 use crate::bench::report::{self, DeviceIdentity, Report};
 use crate::bench::run::{run_target, RunOptions, RunOutcome};
@@ -251,18 +251,6 @@ fn commit_refusal(system: &System, expected: &Expected, passed: bool) -> Option<
         ));
     }
     None
-}
-
-fn read_throttled() -> Option<Throttled> {
-    let vcgencmd = crate::tools::which("vcgencmd")?;
-    let output = std::process::Command::new(vcgencmd)
-        .arg("get_throttled")
-        .output()
-        .ok()?;
-    output
-        .status
-        .success()
-        .then(|| Throttled::parse(&String::from_utf8_lossy(&output.stdout)))
 }
 
 /// The post-migration benchmark and its comparison, and whether it stopped

@@ -214,3 +214,52 @@ fn swap_on_old_disk(system: &System, expected: &Expected) -> Vec<Warning> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The decision from what `vcgencmd get_throttled` prints.
+    fn from_vcgencmd(output: &str) -> Option<Warning> {
+        under_voltage(&Throttled::parse(output))
+    }
+
+    #[test]
+    fn under_voltage_right_now() {
+        // Bits 0 and 16 (with throttling, bits 2 and 18): a Pi browning out.
+        let warning = from_vcgencmd("throttled=0x50005\n").expect("a warning");
+        assert_eq!(warning.code, "under-voltage");
+        assert!(
+            warning
+                .message
+                .starts_with("under-voltage right now (vcgencmd get_throttled: throttled=0x50005)"),
+            "{}",
+            warning.message
+        );
+        assert!(warning.fix.iter().any(|f| f.contains("powered USB hub")));
+    }
+
+    #[test]
+    fn under_voltage_earlier_since_boot() {
+        let warning = from_vcgencmd("throttled=0x50000\n").expect("a warning");
+        assert!(
+            warning.message.starts_with(
+                "under-voltage since boot (vcgencmd get_throttled: throttled=0x50000)"
+            ),
+            "{}",
+            warning.message
+        );
+    }
+
+    #[test]
+    fn no_under_voltage_no_warning() {
+        assert_eq!(from_vcgencmd("throttled=0x0\n"), None);
+        // Throttled for heat (bits 2 and 18) is not a power problem.
+        assert_eq!(from_vcgencmd("throttled=0x40004\n"), None);
+        // Output the tool never gives decides nothing.
+        assert_eq!(
+            from_vcgencmd("error=1 error_msg=\"Command not registered\"\n"),
+            None
+        );
+    }
+}
