@@ -102,7 +102,14 @@ pub fn run(cli: &Cli, args: &VerifyArgs, host: &Host) -> Result<u8> {
     // must learn that even when the benchmark fails or is interrupted.
     let mut interrupted = false;
     if !args.no_bench {
-        let (bench, stopped) = benchmark(cli, args, &system, &expected, &journal, passed);
+        let (bench, stopped) = benchmark(&BenchInputs {
+            cli,
+            args,
+            system: &system,
+            expected: &expected,
+            journal: &journal,
+            passed,
+        });
         interrupted = matches!(stopped, Some(Stopped::Interrupted));
         v.benchmark = Some(bench);
     }
@@ -253,19 +260,23 @@ fn commit_refusal(system: &System, expected: &Expected, passed: bool) -> Option<
     None
 }
 
+/// What the post-migration benchmark needs from the verification.
+struct BenchInputs<'a> {
+    cli: &'a Cli,
+    args: &'a VerifyArgs,
+    system: &'a System,
+    expected: &'a Expected,
+    journal: &'a Journal,
+    /// Every check passed: only then is the new root worth measuring.
+    passed: bool,
+}
+
 /// The post-migration benchmark and its comparison, and whether it stopped
 /// early. Never an error: why it stopped goes into `skipped`, so the
 /// verification around it is still printed.
-fn benchmark(
-    cli: &Cli,
-    args: &VerifyArgs,
-    system: &System,
-    expected: &Expected,
-    journal: &Journal,
-    passed: bool,
-) -> (BenchComparison, Option<Stopped>) {
+fn benchmark(inputs: &BenchInputs) -> (BenchComparison, Option<Stopped>) {
     let mut out = BenchComparison::default();
-    match measure(cli, args, system, expected, journal, passed, &mut out) {
+    match measure(inputs, &mut out) {
         Ok(()) => (out, None),
         Err(stopped) => {
             out.skipped = Some(stopped.reason());
@@ -276,15 +287,15 @@ fn benchmark(
 
 /// Finds the "before" report, runs the benchmark and fills in the
 /// comparison, as far as it gets.
-fn measure(
-    cli: &Cli,
-    args: &VerifyArgs,
-    system: &System,
-    expected: &Expected,
-    journal: &Journal,
-    passed: bool,
-    out: &mut BenchComparison,
-) -> Result<(), Stopped> {
+fn measure(inputs: &BenchInputs, out: &mut BenchComparison) -> Result<(), Stopped> {
+    let BenchInputs {
+        cli,
+        args,
+        system,
+        expected,
+        journal,
+        passed,
+    } = *inputs;
     let host = &system.host;
     let reports_dir = report::reports_dir(host);
     let reports = report::list(&reports_dir)

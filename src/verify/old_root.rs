@@ -247,220 +247,38 @@ fn resume(system: &System, view: &Path, old: &OldRoot) -> Vec<Warning> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::Host;
-    use crate::plan::{Layout, TrialBoot};
-    use std::path::PathBuf;
 
-    /// The "pi4-migrated" fixture machine (root-only move to sda1, the SD
-    /// card's root mmcblk0p2 still attached), copied so a test can add the
-    /// file it is about.
-    struct Pi {
-        _dir: tempfile::TempDir,
-        root: PathBuf,
-    }
-
-    impl Pi {
-        fn new() -> Pi {
-            let dir = tempfile::tempdir().unwrap();
-            let root = dir.path().join("pi");
-            let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pi4-migrated");
-            let status = std::process::Command::new("cp")
-                .arg("-a")
-                .arg(fixture)
-                .arg(&root)
-                .status()
-                .unwrap();
-            assert!(status.success());
-            Pi { _dir: dir, root }
-        }
-
-        fn write(&self, view: &str, text: &str) {
-            let path = self.root.join(view.trim_start_matches('/'));
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, text).unwrap();
-        }
-
-        /// The warnings, during the trial or after the commit.
-        fn warnings(&self, committed: bool) -> Vec<Warning> {
-            let system = System::inspect(&Host::with_root(&self.root)).unwrap();
-            references(&system, &expected(committed))
-        }
-    }
-
-    /// What the fixture's journal says: the trial boot of a root-only move
-    /// from PARTUUID=6c586e13-02 to PARTUUID=2f4a9c17-01.
-    fn expected(committed: bool) -> Expected {
-        Expected {
-            layout: Layout::RootOnly,
-            root_partuuid: "2f4a9c17-01".into(),
-            boot_spec: Some(DeviceSpec::PartUuid("6c586e13-01".into())),
-            old_root_spec: DeviceSpec::PartUuid("6c586e13-02".into()),
-            new_ids: Vec::new(),
-            trial: Some(TrialBoot {
-                tryboot_file: "/tryboot.txt".into(),
-                cmdline_file: "/cmdline.pimigrate.txt".into(),
-                backup: None,
-                diff: String::new(),
-            }),
-            committed: committed.then_some(1_700_000_000),
-            boot_dir: "/boot/firmware".into(),
-            cmdline_file: "/cmdline.txt".into(),
-        }
-    }
-
-    const NEW_CMDLINE: &str = "console=tty1 root=PARTUUID=2f4a9c17-01 rootwait\n";
-
-    fn messages(warnings: &[Warning]) -> Vec<&str> {
-        warnings.iter().map(|w| w.message.as_str()).collect()
-    }
-
-    #[test]
-    fn a_clean_trial_names_nothing_although_cmdline_txt_is_the_fallback() {
-        // cmdline.txt boots the SD card's root: by design until the commit.
-        let warnings = Pi::new().warnings(false);
-        assert_eq!(warnings, Vec::new());
-    }
-
-    #[test]
-    fn cmdline_txt_naming_the_old_root_after_the_commit() {
-        let warnings = Pi::new().warnings(true);
-        assert_eq!(warnings.len(), 1, "{warnings:#?}");
-        assert_eq!(
-            warnings[0].message,
-            "/boot/firmware/cmdline.txt line 1 boots the SD card's old root (root=PARTUUID=6c586e13-02)"
-        );
-        assert_eq!(
-            warnings[0].fix,
-            ["set root=PARTUUID=2f4a9c17-01 in /boot/firmware/cmdline.txt"]
-        );
-    }
-
-    #[test]
-    fn the_trial_cmdline_naming_the_old_root_by_its_dev_path() {
-        let pi = Pi::new();
-        pi.write(
-            "/boot/firmware/cmdline.pimigrate.txt",
-            "console=tty1 root=/dev/mmcblk0p2 rootwait\n",
-        );
-        let warnings = pi.warnings(false);
-        assert_eq!(
-            messages(&warnings),
-            ["/boot/firmware/cmdline.pimigrate.txt line 1 boots the SD card's old root (root=/dev/mmcblk0p2)"]
-        );
-    }
-
-    #[test]
-    fn the_file_config_txt_names_with_cmdline_is_read_too() {
-        let pi = Pi::new();
-        pi.write("/boot/firmware/cmdline.txt", NEW_CMDLINE);
-        let config = std::fs::read_to_string(pi.root.join("boot/firmware/config.txt")).unwrap();
-        pi.write(
-            "/boot/firmware/config.txt",
-            &(config + "cmdline=custom.txt\n"),
-        );
-        pi.write(
-            "/boot/firmware/custom.txt",
-            "console=tty1 root=LABEL=rootfs rootwait\n",
-        );
-        let warnings = pi.warnings(true);
-        assert_eq!(
-            messages(&warnings),
-            ["/boot/firmware/custom.txt line 1 boots the SD card's old root (root=LABEL=rootfs)"]
-        );
-    }
-
-    #[test]
-    fn fstab_by_uuid_links_count_as_the_uuid() {
-        let pi = Pi::new();
-        let fstab = std::fs::read_to_string(pi.root.join("etc/fstab")).unwrap();
-        pi.write(
-            "/etc/fstab",
-            &(fstab
-                + "/dev/disk/by-uuid/3b614a3f-4a65-4480-876a-8a998e01ac9b  /mnt/old  ext4  nofail  0  2\n"),
-        );
-        let warnings = pi.warnings(false);
-        assert_eq!(warnings.len(), 1, "{warnings:#?}");
-        assert!(
-            warnings[0].message.starts_with("/etc/fstab line 6 mounts")
-                && warnings[0].message.ends_with("at /mnt/old"),
-            "{}",
-            warnings[0].message
-        );
-    }
-
-    #[test]
-    fn crypttab_lines_naming_the_old_root() {
-        let pi = Pi::new();
-        pi.write(
-            "/etc/crypttab",
-            "# UUID=3b614a3f-4a65-4480-876a-8a998e01ac9b in a comment\n\
-             olddata  UUID=3b614a3f-4a65-4480-876a-8a998e01ac9b  none  luks\n\
-             stick    /dev/sdb1  /dev/urandom  swap\n",
-        );
-        let warnings = pi.warnings(false);
-        assert_eq!(
-            messages(&warnings),
-            ["/etc/crypttab line 2 unlocks the SD card's old root partition (UUID=3b614a3f-4a65-4480-876a-8a998e01ac9b)"]
-        );
-        assert!(warnings[0].fix[0].contains("update-initramfs -u"));
-    }
-
-    #[test]
-    fn mount_and_swap_units_naming_the_old_root() {
-        let pi = Pi::new();
-        let dir = "/etc/systemd/system";
-        pi.write(
-            &format!("{dir}/mnt-old.mount"),
-            "[Unit]\nDescription=old root\n\n[Mount]\nWhat=/dev/disk/by-partuuid/6c586e13-02\nWhere=/mnt/old\n",
-        );
-        pi.write(
-            &format!("{dir}/dev-sdb1.swap"),
-            "[Swap]\nWhat=/dev/disk/by-uuid/1234-ABCD\n",
-        );
-        // Not a mount or swap unit: What= means nothing there.
-        pi.write(
-            &format!("{dir}/backup.service"),
-            "[Service]\nWhat=/dev/mmcblk0p2\n",
-        );
-        let warnings = pi.warnings(false);
-        assert_eq!(
-            messages(&warnings),
-            ["/etc/systemd/system/mnt-old.mount line 5: What=/dev/disk/by-partuuid/6c586e13-02 is the SD card's old root partition"]
-        );
-        assert!(warnings[0].fix[0].contains("systemctl disable --now mnt-old.mount"));
-    }
-
-    #[test]
-    fn an_initramfs_resume_device_naming_the_old_root() {
-        let pi = Pi::new();
-        let view = "/etc/initramfs-tools/conf.d/resume";
-        pi.write(view, "RESUME=none\n");
-        assert_eq!(pi.warnings(false), Vec::new());
-        pi.write(view, "# hibernation\nRESUME=LABEL=rootfs\n");
-        let warnings = pi.warnings(false);
-        assert_eq!(
-            messages(&warnings),
-            ["/etc/initramfs-tools/conf.d/resume line 2: RESUME=LABEL=rootfs is the SD card's old root partition"]
-        );
-        assert!(warnings[0].fix[0].starts_with("set RESUME=none"));
-    }
+    // Each place is tested on the fixture machine in tests/verify_fixture.rs.
 
     #[test]
     fn by_links_read_as_their_id() {
-        assert_eq!(
-            spec_of("/dev/disk/by-partuuid/6c586e13-02"),
-            Some(DeviceSpec::PartUuid("6c586e13-02".into()))
-        );
-        assert_eq!(
-            spec_of("/dev/disk/by-label/rootfs"),
-            Some(DeviceSpec::Label("rootfs".into()))
-        );
-        assert_eq!(
-            spec_of("\"UUID=3b614a3f-4a65-4480-876a-8a998e01ac9b\""),
-            Some(DeviceSpec::Uuid(
-                "3b614a3f-4a65-4480-876a-8a998e01ac9b".into()
-            ))
-        );
-        assert_eq!(spec_of("none"), None);
+        let uuid = "3b614a3f-4a65-4480-876a-8a998e01ac9b";
+        let cases = [
+            (
+                "/dev/disk/by-partuuid/6c586e13-02".to_string(),
+                Some(DeviceSpec::PartUuid("6c586e13-02".into())),
+            ),
+            (
+                "/dev/disk/by-label/rootfs".into(),
+                Some(DeviceSpec::Label("rootfs".into())),
+            ),
+            (
+                format!("\"UUID={uuid}\""),
+                Some(DeviceSpec::Uuid(uuid.into())),
+            ),
+            (
+                "/dev/mmcblk0p2".into(),
+                Some(DeviceSpec::Path("/dev/mmcblk0p2".into())),
+            ),
+            // A link without an id is only a path.
+            (
+                "/dev/disk/by-uuid/".into(),
+                Some(DeviceSpec::Path("/dev/disk/by-uuid/".into())),
+            ),
+            ("none".into(), None),
+        ];
+        for (text, spec) in cases {
+            assert_eq!(spec_of(&text), spec, "{text}");
+        }
     }
 }
