@@ -341,6 +341,9 @@ fn measure(inputs: &BenchInputs, out: &mut BenchComparison) -> Result<(), Stoppe
         only: Vec::new(),
         existing_file: None,
     };
+    // Before the announcement: a Ctrl-C once it is on screen must reach the
+    // benchmark (which removes its test file), not kill the process.
+    let interrupted = crate::bench::stop_on_signals()?;
     let chatty = !cli.json && !cli.quiet;
     if chatty {
         println!(
@@ -348,7 +351,6 @@ fn measure(inputs: &BenchInputs, out: &mut BenchComparison) -> Result<(), Stoppe
         );
     }
     let ui = ProgressUi::new(chatty && std::io::stdout().is_terminal());
-    let interrupted = crate::bench::stop_on_signals()?;
     let target = crate::bench::target::resolve(system, host, None, false)?;
     let outcome = match run_target(system, host, &target, &options, &ui, &interrupted) {
         Err(_) if interrupted.load(Ordering::Relaxed) => return Err(Stopped::Interrupted),
