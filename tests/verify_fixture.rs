@@ -70,7 +70,13 @@ impl Machine {
     }
 
     fn write(&self, view: &str, text: &str) {
-        std::fs::write(self.path(view), text).unwrap();
+        let path = self.path(view);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    fn append(&self, view: &str, text: &str) {
+        self.write(view, &(self.read(view) + text));
     }
 
     fn read(&self, view: &str) -> String {
@@ -112,6 +118,21 @@ impl Machine {
     fn journal(&self) -> Journal {
         Journal::load(&self.path(STATE_DIR)).unwrap().unwrap()
     }
+
+    fn change_journal(&self, change: impl FnOnce(&mut Journal)) {
+        let mut journal = self.journal();
+        change(&mut journal);
+        journal.save(&self.path(STATE_DIR)).unwrap();
+    }
+
+    /// This boot mounted the SD card's old root as `/`.
+    fn mount_root_from_the_sd_card(&self) {
+        self.edit(
+            "/proc/self/mountinfo",
+            "8:1 / / rw,relatime shared:26 - ext4 /dev/sda1",
+            "179:2 / / rw,relatime shared:26 - ext4 /dev/mmcblk0p2",
+        );
+    }
 }
 
 fn failed<'a>(report: &'a Value, code: &str) -> Vec<&'a Value> {
@@ -120,6 +141,28 @@ fn failed<'a>(report: &'a Value, code: &str) -> Vec<&'a Value> {
         .unwrap()
         .iter()
         .filter(|c| c["code"] == code && c["pass"] == false)
+        .collect()
+}
+
+/// Verifies, expecting exactly one failed check with `code`; its message.
+fn the_one_failure(pi: &Machine, code: &str) -> (Value, String) {
+    let (exit, report) = pi.verify(&[]);
+    assert_eq!(exit, 5, "{report:#}");
+    let failures = failed(&report, code);
+    assert_eq!(failures.len(), 1, "{report:#}");
+    let check = failures[0].clone();
+    let message = check["message"].as_str().unwrap().to_string();
+    (check, message)
+}
+
+/// The messages of the `old-root-referenced` warnings, in order.
+fn old_root_warnings(report: &Value) -> Vec<String> {
+    report["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["code"] == "old-root-referenced")
+        .map(|w| w["message"].as_str().unwrap().to_string())
         .collect()
 }
 
@@ -203,21 +246,66 @@ fn a_second_disk_with_the_same_partuuid_fails_naming_both() {
     assert!(text.contains("pimigrate rollback"), "{text}");
 }
 
+/// The one failed kernel-root check after `root=` became `root` in
+/// `files`; the machine, and the check's message.
+fn kernel_root_failure(root: &str, files: &[&str]) -> (Machine, String) {
+    let pi = Machine::new();
+    for file in files {
+        pi.edit(file, "root=PARTUUID=2f4a9c17-01", &format!("root={root}"));
+    }
+    let (_, message) = the_one_failure(&pi, "kernel-root");
+    assert!(message.contains(&format!("root={root}")), "{message}");
+    (pi, message)
+}
+
 #[test]
 fn a_kernel_started_with_another_root_fails() {
-    let pi = Machine::new();
-    pi.edit(
-        "/proc/cmdline",
-        "root=PARTUUID=2f4a9c17-01",
-        "root=PARTUUID=6c586e13-02",
-    );
-    let (code, report) = pi.verify(&[]);
-    assert_eq!(code, 5, "{report:#}");
-    let root = failed(&report, "kernel-root");
-    assert_eq!(root.len(), 1, "{report:#}");
-    let message = root[0]["message"].as_str().unwrap();
-    assert!(message.contains("root=PARTUUID=6c586e13-02"), "{message}");
+    let (pi, message) = kernel_root_failure("PARTUUID=6c586e13-02", &["/proc/cmdline"]);
     assert!(message.contains("cmdline.pimigrate.txt"), "{message}");
+    // A failure says how to go back, in the text form too.
+    let text = stdout(&pi.run(&["verify", "--no-bench"]));
+    assert!(text.contains("To go back to the SD card:"), "{text}");
+    assert!(text.contains("pimigrate rollback --yes"), "{text}");
+}
+
+#[test]
+fn a_kernel_root_naming_no_attached_device_fails() {
+    // The trial's command line and the kernel agree, on a partition that
+    // is not there (a typo, or a disk that was swapped).
+    let (_, message) = kernel_root_failure(
+        "PARTUUID=0badf00d-01",
+        &["/proc/cmdline", "/boot/firmware/cmdline.pimigrate.txt"],
+    );
+    assert!(
+        message.ends_with("names no attached device, not the target's /dev/sda1"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_boot_directory_mounted_from_another_partition_fails() {
+    let pi = Machine::new();
+    // /boot/firmware comes from the USB stick, not the SD card's boot
+    // partition the firmware reads: updates would go to the wrong place.
+    pi.edit(
+        "/proc/self/mountinfo",
+        "179:1 / /boot/firmware rw,relatime shared:41 - vfat /dev/mmcblk0p1",
+        "8:17 / /boot/firmware rw,relatime shared:41 - vfat /dev/sdb1",
+    );
+    let (check, message) = the_one_failure(&pi, "boot-partition");
+    assert!(
+        message.contains("/boot/firmware is mounted from /dev/sdb1"),
+        "{message}"
+    );
+    assert!(
+        message.contains("/dev/mmcblk0p1 (PARTUUID=6c586e13-01)"),
+        "{message}"
+    );
+    assert_eq!(
+        check["devices"],
+        serde_json::json!(["/dev/sdb1", "/dev/mmcblk0p1"])
+    );
+    assert!(check["hint"].as_str().unwrap().contains("/etc/fstab"));
 }
 
 #[test]
@@ -235,9 +323,10 @@ fn fstab_naming_the_old_root_fails_for_slash_and_warns_elsewhere() {
     assert_eq!(fstab[0]["devices"], serde_json::json!(["/dev/mmcblk0p2"]));
 
     let pi = Machine::new();
-    let fstab =
-        pi.read("/etc/fstab") + "/dev/mmcblk0p2  /mnt/sdroot  ext4  defaults,nofail  0  2\n";
-    pi.write("/etc/fstab", &fstab);
+    pi.append(
+        "/etc/fstab",
+        "/dev/mmcblk0p2  /mnt/sdroot  ext4  defaults,nofail  0  2\n",
+    );
     let (code, report) = pi.verify(&[]);
     assert_eq!(code, 0, "a warning, not a failure: {report:#}");
     let old = warning(&report, "old-root-referenced").expect("a warning");
@@ -350,6 +439,78 @@ fn commit_is_refused_outside_the_trial_boot_and_changes_nothing() {
     assert_eq!(pi.read("/boot/firmware/cmdline.txt"), ORIGINAL_CMDLINE);
 }
 
+/// An fstab line whose id two attached partitions carry fails, naming
+/// both and the kind of id. The USB stick (sdb1) carries the filesystem
+/// UUID and LABEL of the SD card's boot partition.
+fn assert_duplicate_fstab_id(line: &str, kind: &str) {
+    let pi = Machine::new();
+    pi.edit(
+        "/run/udev/data/b8:17",
+        "ID_FS_UUID=1234-ABCD",
+        "ID_FS_UUID=5DE4-665C",
+    );
+    pi.edit(
+        "/run/udev/data/b8:17",
+        "ID_FS_LABEL=STICK",
+        "ID_FS_LABEL=bootfs",
+    );
+    pi.append("/etc/fstab", line);
+    let (check, message) = the_one_failure(&pi, "fstab");
+    assert!(
+        message.contains(&format!("(duplicate {kind})")),
+        "{message}"
+    );
+    assert!(message.contains("/dev/mmcblk0p1, /dev/sdb1"), "{message}");
+    assert_eq!(
+        check["devices"],
+        serde_json::json!(["/dev/mmcblk0p1", "/dev/sdb1"])
+    );
+}
+
+#[test]
+fn fstab_entries_with_a_duplicate_uuid_or_label_fail_naming_both() {
+    assert_duplicate_fstab_id("UUID=5DE4-665C  /mnt/boot  vfat  defaults  0  2\n", "UUID");
+    assert_duplicate_fstab_id("LABEL=bootfs  /mnt/boot  vfat  defaults  0  2\n", "LABEL");
+}
+
+#[test]
+fn still_on_the_sd_card_before_the_migration_finished_is_nothing_to_verify() {
+    let pi = Machine::new();
+    // The journal stops before the SD card's boot files were changed.
+    pi.mount_root_from_the_sd_card();
+    let (code, report) = pi.verify(&[]);
+    assert_eq!(code, 4, "{report:#}");
+    assert_eq!(report["result"], "nothing-to-verify");
+    let message = report["message"].as_str().unwrap();
+    assert!(message.contains("has not finished"), "{message}");
+    assert!(message.contains("/dev/mmcblk0p2"), "{message}");
+    assert!(message.contains("pimigrate migrate --resume"), "{message}");
+    assert!(report["checks"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn migrated_but_not_rebooted_is_nothing_to_verify() {
+    let pi = Machine::new();
+    pi.change_journal(|j| j.done.push(Step::SourceBootEdited));
+    // This boot began long before the journal was last written.
+    pi.write("/proc/stat", "cpu  1 2 3 4\nbtime 1000\nprocesses 42\n");
+    pi.set_tryboot_flag(false);
+    pi.mount_root_from_the_sd_card();
+    let (code, report) = pi.verify(&["--commit"]);
+    assert_eq!(code, 4, "{report:#}");
+    let message = report["message"].as_str().unwrap();
+    assert!(message.contains("has not rebooted"), "{message}");
+    assert!(
+        message.contains(r#"`sudo reboot "0 tryboot"`"#),
+        "{message}"
+    );
+    // Nothing was committed.
+    assert_eq!(pi.read("/boot/firmware/cmdline.txt"), ORIGINAL_CMDLINE);
+    assert!(pi.journal().committed.is_none());
+    let text = stdout(&pi.run(&["verify", "--no-bench"]));
+    assert!(text.starts_with("Nothing to verify"), "{text}");
+}
+
 #[test]
 fn without_a_journal_there_is_nothing_to_verify() {
     let pi = Machine::new();
@@ -417,17 +578,9 @@ fn back_on_the_sd_card_after_a_trial_says_the_trial_did_not_run_and_how_to_roll_
     let pi = Machine::new();
     // The migration finished (the state dir is the SD card's, as after a
     // fallback boot), and this normal boot mounted the SD card's root.
-    let mut journal = pi.journal();
-    journal.done.push(Step::SourceBootEdited);
-    journal
-        .save(&pi.path(STATE_DIR.trim_start_matches('/')))
-        .unwrap();
+    pi.change_journal(|j| j.done.push(Step::SourceBootEdited));
     pi.set_tryboot_flag(false);
-    pi.edit(
-        "/proc/self/mountinfo",
-        "8:1 / / rw,relatime shared:26 - ext4 /dev/sda1",
-        "179:2 / / rw,relatime shared:26 - ext4 /dev/mmcblk0p2",
-    );
+    pi.mount_root_from_the_sd_card();
     pi.edit(
         "/proc/cmdline",
         "root=PARTUUID=2f4a9c17-01",
@@ -459,4 +612,135 @@ fn back_on_the_sd_card_after_a_trial_says_the_trial_did_not_run_and_how_to_roll_
     let text = String::from_utf8(pi.run(&["verify", "--no-bench"]).stdout).unwrap();
     assert!(text.contains("the trial boot did not come up"), "{text}");
     assert!(!text.contains("first field of the / line"), "{text}");
+}
+
+// Places that still name the SD card's old root partition
+// (PARTUUID=6c586e13-02, UUID=3b614a3f-…, LABEL=rootfs, /dev/mmcblk0p2):
+// advice, each naming the file and the line.
+
+const OLD_ROOT_UUID: &str = "3b614a3f-4a65-4480-876a-8a998e01ac9b";
+
+/// A verification that passes with exactly one old-root warning:
+/// `message`, with a fix step that contains `fix`.
+fn assert_one_old_root_finding(pi: &Machine, message: &str, fix: &str) {
+    let (code, report) = pi.verify(&[]);
+    assert_eq!(code, 0, "advice, not a failure: {report:#}");
+    assert_eq!(old_root_warnings(&report), [message], "{report:#}");
+    let steps = warning(&report, "old-root-referenced").unwrap()["fix"].to_string();
+    assert!(steps.contains(fix), "{fix:?} not in {steps}");
+}
+
+#[test]
+fn the_next_boots_command_line_naming_the_old_root() {
+    // During the trial, cmdline.txt naming the SD card is the fallback by
+    // design; the trial's own file is what counts.
+    let pi = Machine::new();
+    pi.edit(
+        "/boot/firmware/cmdline.pimigrate.txt",
+        "root=PARTUUID=2f4a9c17-01",
+        "root=/dev/mmcblk0p2",
+    );
+    let (code, report) = pi.verify(&[]);
+    assert_eq!(code, 5, "the kernel-root check fails too: {report:#}");
+    assert_eq!(
+        old_root_warnings(&report),
+        ["/boot/firmware/cmdline.pimigrate.txt line 1 boots the SD card's old root (root=/dev/mmcblk0p2)"]
+    );
+
+    // After the commit, cmdline.txt and the file config.txt's cmdline=
+    // names are what the next boot reads.
+    let pi = Machine::new();
+    pi.change_journal(|j| j.committed = Some(j.updated));
+    pi.append("/boot/firmware/config.txt", "cmdline=custom.txt\n");
+    pi.write(
+        "/boot/firmware/custom.txt",
+        &ORIGINAL_CMDLINE.replace("PARTUUID=6c586e13-02", "LABEL=rootfs"),
+    );
+    let (_, report) = pi.verify(&[]);
+    assert_eq!(
+        old_root_warnings(&report),
+        [
+            "/boot/firmware/cmdline.txt line 1 boots the SD card's old root (root=PARTUUID=6c586e13-02)",
+            "/boot/firmware/custom.txt line 1 boots the SD card's old root (root=LABEL=rootfs)",
+        ]
+    );
+    let fix = warning(&report, "old-root-referenced").unwrap()["fix"].to_string();
+    assert!(
+        fix.contains("set root=PARTUUID=2f4a9c17-01 in /boot/firmware/cmdline.txt"),
+        "{fix}"
+    );
+}
+
+#[test]
+fn fstab_by_uuid_links_count_as_the_uuid() {
+    let pi = Machine::new();
+    let link = format!("/dev/disk/by-uuid/{OLD_ROOT_UUID}");
+    pi.append(
+        "/etc/fstab",
+        &format!("{link}  /mnt/old  ext4  nofail  0  2\n"),
+    );
+    assert_one_old_root_finding(
+        &pi,
+        &format!("/etc/fstab line 6 mounts the SD card's old root partition ({link}) at /mnt/old"),
+        "remove the line",
+    );
+}
+
+#[test]
+fn crypttab_lines_naming_the_old_root() {
+    let pi = Machine::new();
+    pi.write(
+        "/etc/crypttab",
+        &format!(
+            "# UUID={OLD_ROOT_UUID} in a comment\n\
+             olddata  UUID={OLD_ROOT_UUID}  none  luks\n\
+             stick    /dev/sdb1  /dev/urandom  swap\n"
+        ),
+    );
+    assert_one_old_root_finding(
+        &pi,
+        &format!(
+            "/etc/crypttab line 2 unlocks the SD card's old root partition (UUID={OLD_ROOT_UUID})"
+        ),
+        "update-initramfs -u",
+    );
+}
+
+#[test]
+fn mount_and_swap_units_naming_the_old_root() {
+    let pi = Machine::new();
+    let dir = "/etc/systemd/system";
+    pi.write(
+        &format!("{dir}/mnt-old.mount"),
+        "[Unit]\nDescription=old root\n\n[Mount]\nWhat=/dev/disk/by-partuuid/6c586e13-02\nWhere=/mnt/old\n",
+    );
+    pi.write(
+        &format!("{dir}/dev-sdb1.swap"),
+        "[Swap]\nWhat=/dev/disk/by-uuid/1234-ABCD\n",
+    );
+    // Not a mount or swap unit: What= means nothing there.
+    pi.write(
+        &format!("{dir}/backup.service"),
+        "[Service]\nWhat=/dev/mmcblk0p2\n",
+    );
+    assert_one_old_root_finding(
+        &pi,
+        "/etc/systemd/system/mnt-old.mount line 5: What=/dev/disk/by-partuuid/6c586e13-02 is the SD card's old root partition",
+        "systemctl disable --now mnt-old.mount",
+    );
+}
+
+#[test]
+fn an_initramfs_resume_device_naming_the_old_root() {
+    let pi = Machine::new();
+    let file = "/etc/initramfs-tools/conf.d/resume";
+    pi.write(file, "RESUME=none\n");
+    let (code, report) = pi.verify(&[]);
+    assert_eq!((code, old_root_warnings(&report)), (0, Vec::new()));
+    pi.write(file, "# hibernation\nRESUME=LABEL=rootfs\n");
+    assert_one_old_root_finding(
+        &pi,
+        "/etc/initramfs-tools/conf.d/resume line 2: RESUME=LABEL=rootfs is the SD card's old root partition",
+        "set RESUME=none",
+    );
 }

@@ -80,7 +80,8 @@ fn uname() -> (String, String, String) {
     )
 }
 
-fn read_throttled() -> Option<Throttled> {
+/// `vcgencmd get_throttled` on this machine; `None` without the tool.
+pub fn read_throttled() -> Option<Throttled> {
     let vcgencmd = crate::tools::which("vcgencmd")?;
     let output = std::process::Command::new(vcgencmd)
         .arg("get_throttled")

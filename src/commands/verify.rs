@@ -5,7 +5,7 @@
 use super::bench::EXIT_INTERRUPTED;
 use super::{print_json, EXIT_FAILED, EXIT_NOTHING_TO_VERIFY, EXIT_OK};
 use crate::apply::journal::{Journal, Step};
-use crate::bench::machine::Throttled;
+use crate::bench::machine::read_throttled;
 use crate::bench::progress::ProgressUi;
 use crate::bench::report::{self, DeviceIdentity, Report};
 use crate::bench::run::{run_target, RunOptions, RunOutcome};
@@ -18,9 +18,9 @@ use crate::verify::expected::Expected;
 use crate::verify::kernel_log::KernelLog;
 use crate::verify::{
     checks, commit, compare, device_name, health, render, rollback_advice, BenchComparison, Check,
-    Outcome, ReportRef, TrialState, Verification, VERIFY_SCHEMA,
+    Outcome, ReportRef, Stopped, TrialState, Verification, VERIFY_SCHEMA,
 };
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -97,11 +97,20 @@ pub fn run(cli: &Cli, args: &VerifyArgs, host: &Host) -> Result<u8> {
         committed_at: expected.committed.map(report::rfc3339_utc),
     });
 
+    // From here on nothing may end the run before the verification is
+    // printed: the commit above may have replaced cmdline.txt, and the user
+    // must learn that even when the benchmark fails or is interrupted.
+    let mut interrupted = false;
     if !args.no_bench {
-        let Some(bench) = benchmark(cli, args, &system, &expected, &journal, passed)? else {
-            eprintln!("pimigrate: interrupted; the test file was removed");
-            return Ok(EXIT_INTERRUPTED);
-        };
+        let (bench, stopped) = benchmark(&BenchInputs {
+            cli,
+            args,
+            system: &system,
+            expected: &expected,
+            journal: &journal,
+            passed,
+        });
+        interrupted = matches!(stopped, Some(Stopped::Interrupted));
         v.benchmark = Some(bench);
     }
     v.result = if passed && v.refused.is_empty() {
@@ -112,7 +121,19 @@ pub fn run(cli: &Cli, args: &VerifyArgs, host: &Host) -> Result<u8> {
     if v.result == Outcome::Fail {
         v.rollback = rollback_advice(&expected);
     }
-    finish(cli, v)
+    let code = finish(cli, v)?;
+    Ok(exit_code(code, interrupted))
+}
+
+/// Ctrl-C wins over the checks' verdict, as for `pimigrate bench`, so a
+/// script sees that the run was cut short; a failed benchmark does not
+/// change the verdict (it is reported in the comparison).
+fn exit_code(checks: u8, interrupted: bool) -> u8 {
+    if interrupted {
+        EXIT_INTERRUPTED
+    } else {
+        checks
+    }
 }
 
 fn finish(cli: &Cli, v: Verification) -> Result<u8> {
@@ -239,29 +260,46 @@ fn commit_refusal(system: &System, expected: &Expected, passed: bool) -> Option<
     None
 }
 
-fn read_throttled() -> Option<Throttled> {
-    let vcgencmd = crate::tools::which("vcgencmd")?;
-    let output = std::process::Command::new(vcgencmd)
-        .arg("get_throttled")
-        .output()
-        .ok()?;
-    output
-        .status
-        .success()
-        .then(|| Throttled::parse(&String::from_utf8_lossy(&output.stdout)))
+/// What the post-migration benchmark needs from the verification.
+struct BenchInputs<'a> {
+    cli: &'a Cli,
+    args: &'a VerifyArgs,
+    system: &'a System,
+    expected: &'a Expected,
+    journal: &'a Journal,
+    /// Every check passed: only then is the new root worth measuring.
+    passed: bool,
 }
 
-/// The post-migration benchmark and its comparison; `None` after Ctrl-C.
-fn benchmark(
-    cli: &Cli,
-    args: &VerifyArgs,
-    system: &System,
-    expected: &Expected,
-    journal: &Journal,
-    passed: bool,
-) -> Result<Option<BenchComparison>> {
+/// The post-migration benchmark and its comparison, and whether it stopped
+/// early. Never an error: why it stopped goes into `skipped`, so the
+/// verification around it is still printed.
+fn benchmark(inputs: &BenchInputs) -> (BenchComparison, Option<Stopped>) {
+    let mut out = BenchComparison::default();
+    match measure(inputs, &mut out) {
+        Ok(()) => (out, None),
+        Err(stopped) => {
+            out.skipped = Some(stopped.reason());
+            (out, Some(stopped))
+        }
+    }
+}
+
+/// Finds the "before" report, runs the benchmark and fills in the
+/// comparison, as far as it gets.
+fn measure(inputs: &BenchInputs, out: &mut BenchComparison) -> Result<(), Stopped> {
+    let BenchInputs {
+        cli,
+        args,
+        system,
+        expected,
+        journal,
+        passed,
+    } = *inputs;
     let host = &system.host;
-    let reports = report::list(&report::reports_dir(host))?;
+    let reports_dir = report::reports_dir(host);
+    let reports = report::list(&reports_dir)
+        .with_context(|| format!("reading the saved reports in {}", reports_dir.display()))?;
     let identity = |spec: &crate::bootcfg::DeviceSpec| {
         let names = resolve(spec, &system.disks);
         system
@@ -279,10 +317,7 @@ fn benchmark(
     let old = identity(&expected.old_root_spec);
     let new = identity(&expected.root_spec());
     let before = compare::find_before(&reports, old.as_ref(), new.as_ref(), journal.started);
-    let mut out = BenchComparison {
-        before: before.map(|r| reference(&r.report, &r.path)),
-        ..BenchComparison::default()
-    };
+    out.before = before.map(|r| reference(&r.report, &r.path));
     let skip = if !passed {
         Some("not run: the checks failed".to_string())
     } else if !host.is_live() {
@@ -292,7 +327,7 @@ fn benchmark(
     };
     if let Some(why) = skip {
         out.skipped = Some(why);
-        return Ok(Some(out));
+        return Ok(());
     }
     let preset = if args.quick {
         Preset::Quick
@@ -306,6 +341,9 @@ fn benchmark(
         only: Vec::new(),
         existing_file: None,
     };
+    // Before the announcement: a Ctrl-C once it is on screen must reach the
+    // benchmark (which removes its test file), not kill the process.
+    let interrupted = crate::bench::stop_on_signals()?;
     let chatty = !cli.json && !cli.quiet;
     if chatty {
         println!(
@@ -313,17 +351,16 @@ fn benchmark(
         );
     }
     let ui = ProgressUi::new(chatty && std::io::stdout().is_terminal());
-    let interrupted = crate::bench::stop_on_signals()?;
     let target = crate::bench::target::resolve(system, host, None, false)?;
     let outcome = match run_target(system, host, &target, &options, &ui, &interrupted) {
-        Err(_) if interrupted.load(Ordering::Relaxed) => return Ok(None),
-        other => other?,
+        Err(_) if interrupted.load(Ordering::Relaxed) => return Err(Stopped::Interrupted),
+        other => other.context("benchmarking the new root (/)")?,
     };
     let after = match outcome {
         RunOutcome::Done(report) => report,
-        RunOutcome::Interrupted(_) => return Ok(None),
+        RunOutcome::Interrupted(_) => return Err(Stopped::Interrupted),
     };
-    let saved = report::save(&after, &report::reports_dir(host));
+    let saved = report::save(&after, &reports_dir);
     let path = saved
         .as_ref()
         .map_or_else(|_| Path::new("(not saved)").to_path_buf(), Clone::clone);
@@ -341,11 +378,11 @@ fn benchmark(
         None => {
             out.skipped = Some(format!(
                 "no \"before\" report of the old root in {}: `pimigrate bench` on the SD system saves one",
-                report::reports_dir(host).display()
+                reports_dir.display()
             ))
         }
     }
-    Ok(Some(out))
+    Ok(())
 }
 
 fn reference(report: &Report, path: &Path) -> ReportRef {
@@ -358,5 +395,18 @@ fn reference(report: &Report, path: &Path) -> ReportRef {
         }),
         started_at: report.started_at.clone(),
         preset: report.parameters.suite.preset.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ctrl_c_overrides_the_checks_verdict_and_nothing_else_does() {
+        for checks in [EXIT_OK, EXIT_FAILED] {
+            assert_eq!(exit_code(checks, true), EXIT_INTERRUPTED);
+            assert_eq!(exit_code(checks, false), checks);
+        }
     }
 }

@@ -73,7 +73,12 @@ fn root_mounted(system: &System, expected: &Expected) -> Check {
 /// The command-line file the firmware read for this boot: tryboot.txt's
 /// `cmdline=` in a trial boot, config.txt's otherwise (a view path).
 pub fn cmdline_in_use(system: &System, expected: &Expected) -> PathBuf {
-    let trial = system.pi.in_trial_boot;
+    cmdline_named_by(system, expected, system.pi.in_trial_boot)
+}
+
+/// The command-line file a boot reads: tryboot.txt's `cmdline=` in a trial
+/// boot (when tryboot.txt exists), config.txt's otherwise (a view path).
+pub fn cmdline_named_by(system: &System, expected: &Expected, trial: bool) -> PathBuf {
     let config_name = if trial
         && system
             .host

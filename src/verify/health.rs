@@ -1,6 +1,6 @@
 //! Advice that does not fail the verification: a flaky uas bridge, an
 //! under-powered Pi, TRIM that cannot work, swap left on the SD card, and
-//! old names of the SD card's root partition.
+//! old names of the SD card's root partition (in old_root.rs).
 
 use super::expected::Expected;
 use super::kernel_log::{uas_resets, KernelLog, LogNames};
@@ -22,7 +22,7 @@ pub fn warnings(
     out.extend(throttled.and_then(under_voltage));
     out.extend(target.and_then(|disk| trim(system, disk)));
     out.extend(swap_on_old_disk(system, expected));
-    out.extend(old_root_references(system, expected));
+    out.extend(super::old_root::references(system, expected));
     out
 }
 
@@ -215,57 +215,51 @@ fn swap_on_old_disk(system: &System, expected: &Expected) -> Vec<Warning> {
     out
 }
 
-/// fstab lines other than `/` that still name the SD card's root
-/// partition (the `/` line is a failed check), and a committed cmdline.txt
-/// that does (after the commit, cmdline.txt is what boots).
-fn old_root_references(system: &System, expected: &Expected) -> Vec<Warning> {
-    let old_spec = &expected.old_root_spec;
-    let old_devices = resolve(old_spec, &system.disks);
-    let names_old = |spec: &crate::bootcfg::DeviceSpec| {
-        spec == old_spec || {
-            let matches = resolve(spec, &system.disks);
-            !matches.is_empty() && matches.iter().all(|m| old_devices.contains(m))
-        }
-    };
-    let mut out = Vec::new();
-    if let Some(fstab) = system.source.fstab.as_ref().ok().and_then(|f| f.ok()) {
-        for entry in fstab.entries().iter().filter(|e| e.mountpoint != "/") {
-            if entry.device_spec().is_ok_and(|spec| names_old(&spec)) {
-                out.push(
-                    Warning::new(
-                        "old-root-referenced",
-                        format!(
-                            "/etc/fstab line {} mounts the SD card's old root partition ({}) at {}",
-                            entry.line, entry.spec, entry.mountpoint
-                        ),
-                    )
-                    .fix("remove the line unless you mean to keep the old root mounted (it is a stale copy)"),
-                );
-            }
-        }
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The decision from what `vcgencmd get_throttled` prints.
+    fn from_vcgencmd(output: &str) -> Option<Warning> {
+        under_voltage(&Throttled::parse(output))
     }
-    if !expected.trial_pending() {
-        let file = expected.on_boot(&expected.cmdline_file);
-        let root = std::fs::read(system.host.path(&file))
-            .ok()
-            .and_then(|bytes| crate::bootcfg::Cmdline::parse(&bytes).ok())
-            .and_then(|c| c.root().ok());
-        if root.is_some_and(|spec| names_old(&spec)) {
-            out.push(
-                Warning::new(
-                    "old-root-referenced",
-                    format!(
-                        "{} still boots the SD card's old root ({old_spec})",
-                        file.display()
-                    ),
-                )
-                .fix(format!(
-                    "set root={} in {}",
-                    expected.root_spec(),
-                    file.display()
-                )),
-            );
-        }
+
+    #[test]
+    fn under_voltage_right_now() {
+        // Bits 0 and 16 (with throttling, bits 2 and 18): a Pi browning out.
+        let warning = from_vcgencmd("throttled=0x50005\n").expect("a warning");
+        assert_eq!(warning.code, "under-voltage");
+        assert!(
+            warning
+                .message
+                .starts_with("under-voltage right now (vcgencmd get_throttled: throttled=0x50005)"),
+            "{}",
+            warning.message
+        );
+        assert!(warning.fix.iter().any(|f| f.contains("powered USB hub")));
     }
-    out
+
+    #[test]
+    fn under_voltage_earlier_since_boot() {
+        let warning = from_vcgencmd("throttled=0x50000\n").expect("a warning");
+        assert!(
+            warning.message.starts_with(
+                "under-voltage since boot (vcgencmd get_throttled: throttled=0x50000)"
+            ),
+            "{}",
+            warning.message
+        );
+    }
+
+    #[test]
+    fn no_under_voltage_no_warning() {
+        assert_eq!(from_vcgencmd("throttled=0x0\n"), None);
+        // Throttled for heat (bits 2 and 18) is not a power problem.
+        assert_eq!(from_vcgencmd("throttled=0x40004\n"), None);
+        // Output the tool never gives decides nothing.
+        assert_eq!(
+            from_vcgencmd("error=1 error_msg=\"Command not registered\"\n"),
+            None
+        );
+    }
 }

@@ -9,6 +9,7 @@ pub mod compare;
 pub mod expected;
 pub mod health;
 pub mod kernel_log;
+pub mod old_root;
 pub mod render;
 
 use crate::plan::Layout;
@@ -120,6 +121,33 @@ pub struct BenchComparison {
     /// Why no benchmark ran or no comparison could be made.
     pub skipped: Option<String>,
     pub rows: Vec<compare::Row>,
+}
+
+/// Why the post-migration benchmark ended before its comparison was made.
+#[derive(Debug)]
+pub enum Stopped {
+    /// Ctrl-C (or SIGTERM/SIGHUP); the benchmark removes its test file.
+    Interrupted,
+    /// Any error of the benchmark: reading the saved reports, the engine,
+    /// the run itself.
+    Failed(anyhow::Error),
+}
+
+impl From<anyhow::Error> for Stopped {
+    fn from(err: anyhow::Error) -> Stopped {
+        Stopped::Failed(err)
+    }
+}
+
+impl Stopped {
+    /// The comparison's `skipped` text: the verification is still printed
+    /// after it, so it must say what happened to the benchmark.
+    pub fn reason(&self) -> String {
+        match self {
+            Stopped::Interrupted => "interrupted (Ctrl-C); the test file was removed".to_string(),
+            Stopped::Failed(err) => format!("failed: {err:#}"),
+        }
+    }
 }
 
 /// The whole answer, as text and as `pimigrate.verify/1` JSON.

@@ -107,3 +107,63 @@ fn table(bench: &BenchComparison) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verify::{Check, Stopped};
+
+    /// A committed trial whose benchmark then stopped: what the user must
+    /// still see.
+    fn committed_then(stopped: &Stopped) -> Verification {
+        Verification {
+            result: Outcome::Pass,
+            checks: vec![Check::pass(
+                "root-mounted",
+                "/ is mounted from /dev/sda1".into(),
+            )],
+            actions: vec!["cmdline.txt now boots PARTUUID=2f4a9c17-01".into()],
+            benchmark: Some(BenchComparison {
+                skipped: Some(stopped.reason()),
+                ..BenchComparison::default()
+            }),
+            ..Verification::nothing(String::new())
+        }
+    }
+
+    #[test]
+    fn an_interrupted_benchmark_still_shows_the_checks_and_the_commit() {
+        let text = text(&committed_then(&Stopped::Interrupted));
+        for line in [
+            "✓ / is mounted from /dev/sda1",
+            "→ cmdline.txt now boots PARTUUID=2f4a9c17-01",
+            "interrupted (Ctrl-C); the test file was removed",
+            "PASS",
+        ] {
+            assert!(text.contains(line), "{line:?} missing: {text}");
+        }
+    }
+
+    #[test]
+    fn a_failed_benchmark_names_the_whole_error_chain() {
+        let err =
+            anyhow::anyhow!("No space left on device").context("creating /pimigrate-bench.tmp");
+        let v = committed_then(&Stopped::from(err));
+        let text = text(&v);
+        assert!(
+            text.contains("failed: creating /pimigrate-bench.tmp: No space left on device"),
+            "{text}"
+        );
+        assert!(text.contains("→ cmdline.txt now boots"), "{text}");
+        // The JSON form carries the same reason.
+        let json = serde_json::to_value(&v).unwrap();
+        assert_eq!(
+            json["benchmark"]["skipped"],
+            "failed: creating /pimigrate-bench.tmp: No space left on device"
+        );
+        assert_eq!(
+            json["actions"][0],
+            "cmdline.txt now boots PARTUUID=2f4a9c17-01"
+        );
+    }
+}
