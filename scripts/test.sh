@@ -4,10 +4,11 @@
 #   1. formatting and lints: cargo fmt --check, cargo clippy -D warnings
 #   2. cargo test for the workspace: unit tests, the fixture machines, and
 #      the live tests on loop devices and real ext4 (these need root)
-#   3. the emulated Raspberry Pi testbed (QEMU) scenarios
+#   3. the Debian package: built and inspected (scripts/check-deb.sh)
+#   4. the emulated Raspberry Pi testbed (QEMU) scenarios
 #
 #   sudo ./scripts/test.sh                 everything
-#   sudo ./scripts/test.sh --no-testbed    steps 1 and 2 only (a quick loop)
+#   sudo ./scripts/test.sh --no-testbed    steps 1 to 3 only (a quicker loop)
 #
 # The last line counts every test: `all tests: N passed, N failed`.
 set -uo pipefail
@@ -36,7 +37,7 @@ fi
 
 ensure_build_tools
 ensure_packages mkfs.ext4=e2fsprogs losetup=mount mkfs.vfat=dosfstools mcopy=mtools sfdisk=fdisk \
-    rsync=rsync setfacl=acl getfattr=attr setcap=libcap2-bin fio=fio tmux=tmux
+    rsync=rsync setfacl=acl getfattr=attr setcap=libcap2-bin fio=fio tmux=tmux groff=groff-base
 
 passed=0 failed=0
 log=$(mktemp)
@@ -47,6 +48,21 @@ count_cargo_results() {
     p=$(grep -Eo '^test result: .* ([0-9]+) passed' "$log" | grep -Eo '[0-9]+ passed' | awk '{s+=$1} END {print s+0}')
     f=$(grep -Eo '^test result: .*; ([0-9]+) failed' "$log" | grep -Eo '[0-9]+ failed' | awk '{s+=$1} END {print s+0}')
     passed=$((passed + p)) failed=$((failed + f))
+}
+
+# count_summary PREFIX STATUS: adds the "PREFIX: N passed, N failed" line
+# of a step's output in $log; a step that failed without saying so (it
+# could not start) counts as one failure.
+count_summary() {
+    local prefix=$1 status=$2 line
+    line=$(grep -E "^$prefix: [0-9]+ passed, [0-9]+ failed" "$log" | tail -1)
+    if [[ -n $line ]]; then
+        passed=$((passed + $(sed -E 's/.* ([0-9]+) passed.*/\1/' <<<"$line")))
+        failed=$((failed + $(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")))
+    fi
+    if [[ $status != 0 && ( -z $line || $line == *" 0 failed" ) ]]; then
+        failed=$((failed + 1))
+    fi
 }
 
 say "formatting and lints"
@@ -67,18 +83,14 @@ if [[ $cargo_status != 0 ]] && ! grep -q '^test result: FAILED' "$log"; then
     failed=$((failed + 1))
 fi
 
+say "the Debian package (scripts/check-deb.sh)"
+scripts/check-deb.sh 2>&1 | tee "$log"
+count_summary deb "${PIPESTATUS[0]}"
+
 if [[ $run_testbed == yes ]]; then
     say "emulated Raspberry Pi testbed"
     testbed/run.sh 2>&1 | tee "$log"
-    testbed_status=${PIPESTATUS[0]}
-    line=$(grep -E '^testbed: [0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
-    if [[ -n $line ]]; then
-        passed=$((passed + $(sed -E 's/.* ([0-9]+) passed.*/\1/' <<<"$line")))
-        failed=$((failed + $(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")))
-    fi
-    if [[ $testbed_status != 0 && ( -z $line || $line == *" 0 failed" ) ]]; then
-        failed=$((failed + 1))
-    fi
+    count_summary testbed "${PIPESTATUS[0]}"
 fi
 
 echo
