@@ -283,6 +283,31 @@ fn backing_out_at_any_prompt_changes_nothing() {
     assert_eq!(before, snapshot(&host.root), "the fixture changed");
 }
 
+/// Ctrl-C after the last question, while the source is scanned: no plan
+/// and no refusal is shown, only that nothing changed.
+#[test]
+fn ctrl_c_while_planning_shows_no_plan() {
+    let (host, system) = machine("pi4");
+    let ui = ScriptedUi::new([Answer::Default, Answer::Default, Answer::Yes]).interrupt_after(3);
+    let settings = no_bench();
+    let wizard = Wizard {
+        system: &system,
+        host: &host,
+        ui: &ui,
+        settings: &settings,
+    };
+    let outcome = wizard.run().expect("the wizard failed");
+    let transcript = ui.transcript();
+    assert!(matches!(outcome, Outcome::Stopped), "{outcome:?}");
+    assert!(!transcript.contains("Plan:"), "{transcript}");
+    assert!(!transcript.contains("refus"), "{transcript}");
+    assert!(
+        transcript.ends_with("Stopped: nothing was changed."),
+        "{transcript}"
+    );
+    assert!(ui.prompt_containing("Type its name").is_none());
+}
+
 #[test]
 fn no_candidate_means_nothing_to_do() {
     let (host, mut system) = machine("pi4");
