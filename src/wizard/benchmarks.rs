@@ -20,6 +20,7 @@ pub(super) fn compare(wizard: &Wizard) -> Result<Option<Recommendation>> {
         Benchmarks::Quick => true,
         Benchmarks::Standard | Benchmarks::Ask => false,
     };
+    let raw_writes_allowed = super::blank::allowed(wizard)?;
     let args = RecommendArgs {
         quick,
         runtime: None,
@@ -29,6 +30,7 @@ pub(super) fn compare(wizard: &Wizard) -> Result<Option<Recommendation>> {
         fresh: false,
         max_age: DEFAULT_MAX_AGE_DAYS,
         all: false,
+        raw_writes_allowed,
     };
     let shown = Shown {
         chatty: true,
@@ -37,7 +39,7 @@ pub(super) fn compare(wizard: &Wizard) -> Result<Option<Recommendation>> {
     wizard.ui.say(
         "Measuring random 4K reads and writes (what makes a Pi feel slow) of the current root \
          and of every candidate; test files are removed afterwards, and a disk without a \
-         mounted filesystem is only read.",
+         mounted filesystem is only read (but for a blank one you let be written).",
     );
     match rank_drives(
         wizard.system,

@@ -11,6 +11,7 @@
 
 mod apply;
 mod benchmarks;
+mod blank;
 mod intro;
 mod layout;
 mod table;
@@ -34,6 +35,9 @@ pub struct Settings {
     pub layout: Option<Layout>,
     pub table: Option<TableChoice>,
     pub benchmarks: Benchmarks,
+    /// Whether blank drives' writes are measured on the raw device; `None`
+    /// asks (unattended: only the target's).
+    pub bench_blank: Option<bool>,
     pub trial: Option<TrialChoice>,
     /// Ask nothing: every open question takes its default, and the target
     /// is erased without typing its name (an explicit target is required).

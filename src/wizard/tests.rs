@@ -347,3 +347,110 @@ fn next_steps_always_end_with_a_check_and_a_way_back() {
         );
     }
 }
+
+/// The pizero fixture's sda has no table and no filesystem: a new SSD.
+fn blank_allowance(settings: &Settings, answers: Vec<Answer>) -> (Vec<PathBuf>, ScriptedUi) {
+    let (host, system) = machine("pizero");
+    let ui = ScriptedUi::new(answers);
+    let wizard = Wizard {
+        system: &system,
+        host: &host,
+        ui: &ui,
+        settings,
+    };
+    let allowed = blank::allowed(&wizard).expect("deciding on blank drives");
+    (allowed, ui)
+}
+
+fn quick_bench() -> Settings {
+    Settings {
+        benchmarks: Benchmarks::Quick,
+        ..no_bench()
+    }
+}
+
+#[test]
+fn a_blank_drive_is_measured_with_writes_once_the_person_agrees() {
+    let (allowed, ui) = blank_allowance(&quick_bench(), vec![Answer::Default]);
+    assert_eq!(allowed, vec![PathBuf::from("/dev/sda")]);
+    let asked = ui
+        .prompt_containing("Measure the writes of the blank drive(s) /dev/sda too?")
+        .expect("no blank-drive question");
+    assert!(asked.prompt.contains("Test data is written over them"));
+    assert!(ui.transcript().contains("Blank drive(s): /dev/sda ("));
+    let (allowed, _) = blank_allowance(&quick_bench(), vec![Answer::No]);
+    assert!(allowed.is_empty(), "no means reads only: {allowed:?}");
+}
+
+#[test]
+fn blank_drive_flags_answer_the_question() {
+    let yes = Settings {
+        bench_blank: Some(true),
+        ..quick_bench()
+    };
+    let (allowed, ui) = blank_allowance(&yes, Vec::new());
+    assert_eq!(allowed, vec![PathBuf::from("/dev/sda")]);
+    assert!(ui.asked().is_empty(), "{:?}", ui.asked());
+    assert!(ui.transcript().contains("(from --bench-blank)"));
+    let no = Settings {
+        bench_blank: Some(false),
+        ..quick_bench()
+    };
+    let (allowed, ui) = blank_allowance(&no, Vec::new());
+    assert!(allowed.is_empty() && ui.asked().is_empty());
+}
+
+/// Unattended, only the disk about to be erased is written to.
+#[test]
+fn unattended_only_the_blank_target_is_measured_with_writes() {
+    let unattended = |target: &str| Settings {
+        target: Some(target.into()),
+        yes: true,
+        ..quick_bench()
+    };
+    let (allowed, ui) = blank_allowance(&unattended("sda"), Vec::new());
+    assert_eq!(allowed, vec![PathBuf::from("/dev/sda")]);
+    assert!(ui.asked().is_empty(), "{:?}", ui.asked());
+    assert!(ui.transcript().contains("/dev/sda is blank"));
+    let (allowed, _) = blank_allowance(&unattended("/dev/mmcblk0"), Vec::new());
+    assert!(allowed.is_empty(), "{allowed:?}");
+    let refused = Settings {
+        bench_blank: Some(false),
+        ..unattended("/dev/sda")
+    };
+    let (allowed, _) = blank_allowance(&refused, Vec::new());
+    assert!(allowed.is_empty(), "--no-bench-blank wins: {allowed:?}");
+}
+
+#[test]
+fn esc_at_the_blank_drive_question_stops_with_nothing_changed() {
+    let (host, system) = machine("pizero");
+    let before = snapshot(&host.root);
+    let (outcome, ui) = run(&host, &system, &quick_bench(), vec![Answer::Abort]);
+    assert!(matches!(outcome, Outcome::Stopped), "{outcome:?}");
+    assert_eq!(ui.asked().len(), 1, "{:?}", ui.asked());
+    assert!(ui.asked()[0].prompt.contains("blank drive"));
+    assert!(ui.transcript().ends_with("Stopped: nothing was changed."));
+    assert_eq!(before, snapshot(&host.root), "the fixture changed");
+}
+
+#[test]
+fn a_drive_with_a_partition_table_is_not_asked_about() {
+    let (host, system) = machine("pi4");
+    let (_, ui) = run(
+        &host,
+        &system,
+        &quick_bench(),
+        vec![
+            Answer::Default,
+            Answer::Default,
+            Answer::Default,
+            Answer::Abort,
+        ],
+    );
+    assert!(
+        ui.prompt_containing("blank").is_none(),
+        "pi4's sda has a partition: {:?}",
+        ui.asked()
+    );
+}
