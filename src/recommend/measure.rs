@@ -188,7 +188,7 @@ mod tests {
             Method::DeviceReads,
             "another disk's permission is not this one's"
         );
-        let method = Method::for_candidate(sda, &[sda.path.clone()]);
+        let method = Method::for_candidate(sda, std::slice::from_ref(&sda.path));
         assert_eq!(method, Method::DeviceWrites);
         assert!(method.measures_writes());
     }
@@ -199,7 +199,7 @@ mod tests {
         let sda = disks.iter_mut().find(|d| d.name == "sda").unwrap();
         sda.mountpoints.push(PathBuf::from("/media/pi/SSD"));
         assert_eq!(
-            Method::for_candidate(sda, &[sda.path.clone()]),
+            Method::for_candidate(sda, std::slice::from_ref(&sda.path)),
             Method::TestFile(PathBuf::from("/media/pi/SSD"))
         );
     }
