@@ -79,32 +79,32 @@ impl TerminalUi {
     }
 }
 
-/// What one key does to the line being typed.
+/// What one key did to the line being typed.
 #[derive(Debug, PartialEq, Eq)]
 enum Edit {
-    /// Keep reading; redraw when the line changed.
-    Continue {
-        changed: bool,
-    },
+    Typed(char),
+    Erased,
+    /// A key that does nothing here (arrows, Tab, Backspace on nothing).
+    Ignored,
     Done,
     Escape,
 }
 
 /// The line editing of [`TerminalUi::read_line`], apart from the terminal
-/// so it can be tested: printable characters, Backspace, Enter and Esc;
-/// other keys (arrows, Tab) are ignored.
+/// so it can be tested: printable characters, Backspace, Enter and Esc.
 fn edit_line(line: &mut String, key: &Key) -> Edit {
     match key {
         Key::Enter => Edit::Done,
         Key::Escape => Edit::Escape,
-        Key::Backspace => Edit::Continue {
-            changed: line.pop().is_some(),
+        Key::Backspace => match line.pop() {
+            Some(_) => Edit::Erased,
+            None => Edit::Ignored,
         },
         Key::Char(c) if !c.is_control() => {
             line.push(*c);
-            Edit::Continue { changed: true }
+            Edit::Typed(*c)
         }
-        _ => Edit::Continue { changed: false },
+        _ => Edit::Ignored,
     }
 }
 
@@ -113,15 +113,21 @@ impl TerminalUi {
     /// at the one prompt before a disk is erased backing out must work
     /// like everywhere else. Ctrl-C comes back as console's `Interrupted`
     /// error (after SIGINT set the flag), which [`TerminalUi::settle`]
-    /// turns into [`Aborted`].
+    /// turns into [`Aborted`]. As in dialoguer, the prompt is drawn once
+    /// and only the typed characters are written or erased after it, so a
+    /// line that wraps is never drawn twice.
     fn read_line(&self, prompt: &str) -> std::io::Result<Option<String>> {
+        let mut text = String::new();
+        let _ = self.theme.format_input_prompt(&mut text, prompt, None);
+        self.term.write_str(&text)?;
+        self.term.flush()?;
         let mut line = String::new();
-        self.draw_input(prompt, &line)?;
         loop {
             let key = self.term.read_key()?;
             match edit_line(&mut line, &key) {
-                Edit::Continue { changed: false } => {}
-                Edit::Continue { changed: true } => self.draw_input(prompt, &line)?,
+                Edit::Ignored => continue,
+                Edit::Typed(c) => self.term.write_str(c.encode_utf8(&mut [0; 4]))?,
+                Edit::Erased => self.term.clear_chars(1)?,
                 Edit::Done => {
                     // As dialoguer leaves an answered prompt: a check mark
                     // and the answer.
@@ -138,17 +144,8 @@ impl TerminalUi {
                     return Ok(None);
                 }
             }
+            self.term.flush()?;
         }
-    }
-
-    /// The prompt with what was typed so far, on one redrawn line.
-    fn draw_input(&self, prompt: &str, line: &str) -> std::io::Result<()> {
-        let mut text = String::new();
-        let _ = self.theme.format_input_prompt(&mut text, prompt, None);
-        text.push_str(line);
-        self.term.clear_line()?;
-        self.term.write_str(&text)?;
-        self.term.flush()
     }
 }
 
@@ -207,8 +204,9 @@ mod tests {
         let mut line = String::new();
         for key in keys {
             match edit_line(&mut line, key) {
-                Edit::Continue { .. } => {}
-                end => return (line, Some(end)),
+                Edit::Done => return (line, Some(Edit::Done)),
+                Edit::Escape => return (line, Some(Edit::Escape)),
+                _ => {}
             }
         }
         (line, None)
@@ -239,15 +237,15 @@ mod tests {
     #[test]
     fn backspace_on_an_empty_line_changes_nothing() {
         let mut line = String::new();
-        assert_eq!(
-            edit_line(&mut line, &Key::Backspace),
-            Edit::Continue { changed: false }
-        );
+        assert_eq!(edit_line(&mut line, &Key::Backspace), Edit::Ignored);
         assert_eq!(
             edit_line(&mut line, &Key::Char('\u{7}')),
-            Edit::Continue { changed: false },
+            Edit::Ignored,
             "a control character is not typed text"
         );
+        assert!(line.is_empty());
+        assert_eq!(edit_line(&mut line, &Key::Char('é')), Edit::Typed('é'));
+        assert_eq!(edit_line(&mut line, &Key::Backspace), Edit::Erased);
         assert!(line.is_empty());
     }
 }
