@@ -21,6 +21,12 @@ pub(super) fn choose_trial(wizard: &Wizard, layout: Layout) -> Result<TrialChoic
     if layout != Layout::RootOnly || !wizard.system.pi.tryboot_available {
         return Ok(TrialChoice::Auto);
     }
+    if wizard.settings.yes {
+        wizard.ui.say(&format!(
+            "Trial boot: yes{}.",
+            wizard.not_asked("--trial/--no-trial", false)
+        ));
+    }
     let trial = wizard.answer(None, true, || {
         wizard.ui.confirm(
             "Boot the moved system once on trial before making it permanent? (if it fails, \
@@ -73,7 +79,10 @@ pub(super) fn make_plan(wizard: &Wizard, options: &Options) -> Result<Option<Pla
             // The same plan `pimigrate plan` prints; not a dry run here.
             let text = plan_text(&plan, Detail::Normal)
                 .replace("Dry run: nothing has been written.\n", "");
-            wizard.ui.say(&format!("\n{text}"));
+            wizard.ui.say(&format!(
+                "\n{}\nThe plan in full:\n\n{text}",
+                super::summary::in_short(&plan)
+            ));
             Ok(Some(plan))
         }
         Err(refusal) => {

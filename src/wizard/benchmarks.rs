@@ -72,6 +72,12 @@ fn how(wizard: &Wizard) -> Result<Benchmarks> {
         Benchmarks::Ask => None,
         other => Some(other),
     };
+    if given.is_none() && wizard.settings.yes {
+        wizard.ui.say(&format!(
+            "Benchmarks: thorough{}.",
+            wizard.not_asked("--quick/--no-bench", false)
+        ));
+    }
     wizard.answer(given, Benchmarks::Standard, || {
         let items = [
             "Quick: about 20 seconds a drive".to_string(),
@@ -94,7 +100,10 @@ fn show(wizard: &Wizard, recommendation: &Recommendation) {
     wizard.ui.say(&format!("\n{table}"));
     match &recommendation.pick {
         Some(pick) => wizard.ui.say(&format!(
-            "In plain words: moving to {} makes {}.\n",
+            "In plain words: moving to {} makes {}.\n\
+             (Random 4K reads and writes are the many small ones behind starting programs, \
+             installing updates and browsing: what makes a Pi feel slow. \"Overall\" weighs \
+             reads and writes together, writes more, as they are where SD cards are slowest.)\n",
             pick.path.display(),
             pick.summary
         )),

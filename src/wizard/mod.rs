@@ -14,6 +14,7 @@ mod benchmarks;
 mod blank;
 mod intro;
 mod layout;
+mod summary;
 mod table;
 mod target;
 #[cfg(test)]
@@ -133,6 +134,18 @@ impl Wizard<'_> {
             return Err(Aborted.into());
         }
         Ok(())
+    }
+
+    /// Where an answer the person was not asked came from, for the line
+    /// that states it: the flag, or `--yes` taking the default.
+    fn not_asked(&self, flag: &str, given: bool) -> String {
+        if given {
+            format!(" (from {flag})")
+        } else if self.settings.yes {
+            format!(" (the default, as --yes asks nothing; {flag} chooses)")
+        } else {
+            String::new()
+        }
     }
 
     /// An answer from the flags, else from `ask`; unattended runs take

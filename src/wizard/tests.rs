@@ -101,7 +101,15 @@ fn pi4_offers_the_ssd_with_its_reason_and_goes_to_the_typed_confirmation() {
         "What will not happen",
         "/dev/mmcblk0",
         "runs the system now",
-        "cannot take it: in use: sdb1 is mounted at /media/pi/STICK",
+        "cannot take it: in use: sdb1 is mounted at /media/pi/STICK; unmount it first \
+         (e.g. `sudo umount /media/pi/STICK`)",
+        "In short:",
+        "/dev/sda is erased and gets an MBR partition table with 465.8 GiB root",
+        "is copied onto it; the SD card is only read",
+        "cmdline.pimigrate.txt and /tryboot.txt are added; cmdline.txt",
+        "PARTUUID (in the printout below): the ID a partition carries",
+        "Trial boot (the firmware's \"tryboot\")",
+        "The plan in full:",
         "cannot take it: read-only",
         "can boot from USB: a full move lets you take the SD card out",
         "Plan: root-only move",
@@ -190,7 +198,10 @@ fn pizero_is_only_offered_root_only() {
         transcript.contains("cannot boot from USB: only the system (root) moves"),
         "{transcript}"
     );
-    assert!(transcript.contains("Layout: root only."), "{transcript}");
+    assert!(
+        transcript.contains("Layout: root only (the only one this Pi can start)."),
+        "{transcript}"
+    );
 }
 
 #[test]
@@ -245,7 +256,37 @@ fn flags_answer_every_question() {
         ui.transcript()
     );
     assert!(ui.asked().is_empty(), "asked {:?}", ui.asked());
-    assert!(ui.transcript().contains("Plan: full move"));
+    let transcript = ui.transcript();
+    assert!(transcript.contains("Plan: full move"));
+    assert!(
+        transcript.contains("Layout: full (boot and root) (from --layout)"),
+        "{transcript}"
+    );
+    // A full move leaves the SD card's boot files alone.
+    assert!(
+        transcript.contains("Nothing on the SD card changes"),
+        "{transcript}"
+    );
+}
+
+/// With --yes, an answer taken by default says so, and names its flag.
+#[test]
+fn unattended_defaults_say_where_they_come_from() {
+    let (host, system) = machine("pi4");
+    let settings = Settings {
+        target: Some("/dev/sda".into()),
+        yes: true,
+        ..Settings::default()
+    };
+    let (_, ui) = run(&host, &system, &settings, Vec::new());
+    let transcript = ui.transcript();
+    for line in [
+        "Benchmarks: thorough (the default, as --yes asks nothing; --quick/--no-bench chooses).",
+        "Layout: root only (the default, as --yes asks nothing; --layout chooses).",
+        "Trial boot: yes (the default, as --yes asks nothing; --trial/--no-trial chooses).",
+    ] {
+        assert!(transcript.contains(line), "missing {line:?}:\n{transcript}");
+    }
 }
 
 #[test]
