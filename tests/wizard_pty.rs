@@ -97,6 +97,16 @@ impl Terminal {
         self.tmux(&["send-keys", "-t", SESSION, "-l", text]);
     }
 
+    /// The program stopped as a backed-out prompt must: "nothing was
+    /// changed", exit 130, the cursor shown again. The last screen.
+    fn assert_stopped(&self) -> String {
+        let screen = self.wait_for("EXITED rc=");
+        assert!(screen.contains("Stopped: nothing was changed."), "{screen}");
+        assert!(screen.contains("EXITED rc=130"), "{screen}");
+        assert!(self.cursor_visible(), "the cursor stayed hidden");
+        screen
+    }
+
     fn cursor_visible(&self) -> bool {
         self.tmux(&["display-message", "-p", "-t", SESSION, "#{cursor_flag}"])
             .trim()
@@ -151,11 +161,8 @@ fn ctrl_c_at_a_prompt_stops_with_nothing_changed() {
     term.wait_for("What should move?");
     term.press(&["Down"]); // looking at "Full", then thinking better of it
     term.press(&["C-c"]);
-    let screen = term.wait_for("EXITED rc=");
-    assert!(screen.contains("Stopped: nothing was changed."), "{screen}");
-    assert!(screen.contains("EXITED rc=130"), "{screen}");
+    let screen = term.assert_stopped();
     assert!(!screen.contains("Plan:"), "no plan after Ctrl-C:\n{screen}");
-    assert!(term.cursor_visible(), "the cursor stayed hidden");
     assert_eq!(before, snapshot(&root), "the fixture changed");
 }
 
@@ -166,10 +173,7 @@ fn escape_at_the_first_question_stops_too() {
     };
     term.wait_for("Benchmark the drives first?");
     term.press(&["Escape"]);
-    let screen = term.wait_for("EXITED rc=");
-    assert!(screen.contains("Stopped: nothing was changed."), "{screen}");
-    assert!(screen.contains("EXITED rc=130"), "{screen}");
-    assert!(term.cursor_visible(), "the cursor stayed hidden");
+    term.assert_stopped();
 }
 
 /// The pi4 fixture's wizard, answered with the defaults up to the typed
@@ -195,10 +199,7 @@ fn escape_at_the_typed_confirmation_stops_too() {
     };
     term.type_text("sd");
     term.press(&["Escape"]);
-    let screen = term.wait_for("EXITED rc=");
-    assert!(screen.contains("Stopped: nothing was changed."), "{screen}");
-    assert!(screen.contains("EXITED rc=130"), "{screen}");
-    assert!(term.cursor_visible(), "the cursor stayed hidden");
+    term.assert_stopped();
     assert_eq!(before, snapshot(&root), "the fixture changed");
 }
 

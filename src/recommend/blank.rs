@@ -86,17 +86,10 @@ pub fn is_blank(disk: &Disk, check_signatures: bool) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::Host;
-    use crate::system::System;
     use std::path::PathBuf;
 
     fn disks(machine: &str) -> Vec<Disk> {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures")
-            .join(machine);
-        System::inspect(&Host::with_root(root))
-            .expect("inspecting the fixture")
-            .disks
+        crate::system::inspect_fixture(machine).1.disks
     }
 
     fn disk<'a>(disks: &'a [Disk], name: &str) -> &'a Disk {

@@ -167,15 +167,9 @@ impl Measurer<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::Host;
 
     fn disks(machine: &str) -> Vec<Disk> {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures")
-            .join(machine);
-        System::inspect(&Host::with_root(root))
-            .expect("inspecting the fixture")
-            .disks
+        crate::system::inspect_fixture(machine).1.disks
     }
 
     #[test]

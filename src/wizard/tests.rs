@@ -6,16 +6,22 @@ use crate::units::TIB;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
+fn machine(name: &str) -> (Host, System) {
+    crate::system::inspect_fixture(name)
 }
 
-fn machine(name: &str) -> (Host, System) {
-    let host = Host::with_root(fixture(name));
-    let system = System::inspect(&host).expect("inspecting the fixture");
-    (host, system)
+fn wizard<'a>(
+    host: &'a Host,
+    system: &'a System,
+    settings: &'a Settings,
+    ui: &'a ScriptedUi,
+) -> Wizard<'a> {
+    Wizard {
+        system,
+        host,
+        ui,
+        settings,
+    }
 }
 
 /// Settings a person starting `pimigrate wizard --no-bench` has.
@@ -34,13 +40,9 @@ fn run(
     answers: Vec<Answer>,
 ) -> (Outcome, ScriptedUi) {
     let ui = ScriptedUi::new(answers);
-    let wizard = Wizard {
-        system,
-        host,
-        ui: &ui,
-        settings,
-    };
-    let outcome = wizard.run().expect("the wizard failed");
+    let outcome = wizard(host, system, settings, &ui)
+        .run()
+        .expect("the wizard failed");
     (outcome, ui)
 }
 
@@ -331,13 +333,9 @@ fn ctrl_c_while_planning_shows_no_plan() {
     let (host, system) = machine("pi4");
     let ui = ScriptedUi::new([Answer::Default, Answer::Default, Answer::Yes]).interrupt_after(3);
     let settings = no_bench();
-    let wizard = Wizard {
-        system: &system,
-        host: &host,
-        ui: &ui,
-        settings: &settings,
-    };
-    let outcome = wizard.run().expect("the wizard failed");
+    let outcome = wizard(&host, &system, &settings, &ui)
+        .run()
+        .expect("the wizard failed");
     let transcript = ui.transcript();
     assert!(matches!(outcome, Outcome::Stopped), "{outcome:?}");
     assert!(!transcript.contains("Plan:"), "{transcript}");
@@ -393,13 +391,8 @@ fn next_steps_always_end_with_a_check_and_a_way_back() {
 fn blank_allowance(settings: &Settings, answers: Vec<Answer>) -> (Vec<PathBuf>, ScriptedUi) {
     let (host, system) = machine("pizero");
     let ui = ScriptedUi::new(answers);
-    let wizard = Wizard {
-        system: &system,
-        host: &host,
-        ui: &ui,
-        settings,
-    };
-    let allowed = blank::allowed(&wizard).expect("deciding on blank drives");
+    let allowed =
+        blank::allowed(&wizard(&host, &system, settings, &ui)).expect("deciding on blank drives");
     (allowed, ui)
 }
 
