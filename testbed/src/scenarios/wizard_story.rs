@@ -307,6 +307,11 @@ fn keep_recommendation_text(pi: &Pi) -> Result<()> {
         .position(|l| l.starts_with("In plain words:"))
         .map(|i| start + i)
         .context("the wizard printed no recommendation in plain words")?;
+    // The verdict's line of explanation, for a reader of the log folder.
+    let end = match lines.get(end + 1) {
+        Some(next) if next.starts_with("(Random 4K") => end + 1,
+        _ => end,
+    };
     let text = lines[start..=end].join("\n") + "\n";
     let path = pi.logs.join("recommendation.txt");
     fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
