@@ -80,7 +80,7 @@ impl Method {
                 disk.describe()
             ),
             Method::DeviceWrites => format!(
-                "{}: blank, read and write tests on the whole device",
+                "{}: blank, read and write tests on the device itself (test data overwrites its start)",
                 disk.describe()
             ),
         }

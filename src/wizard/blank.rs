@@ -25,8 +25,8 @@ pub(super) fn allowed(wizard: &Wizard) -> Result<Vec<PathBuf>> {
     wizard.ui.say(&format!(
         "Blank drive(s): {}: no partition table, no filesystem, nothing on them. A test file \
          needs a filesystem, so their writes (what makes a Pi feel slow) can only be measured \
-         by writing test data over the whole drive; measured by reads alone, a drive cannot be \
-         recommended.",
+         by writing test data onto the drive itself; measured by reads alone, a drive cannot \
+         be recommended.",
         describe(&blank)
     ));
     let measure = if wizard.settings.bench_blank == Some(true) {
@@ -60,8 +60,8 @@ fn unattended(wizard: &Wizard, blank: &[&Disk]) -> Vec<PathBuf> {
         return Vec::new();
     };
     wizard.ui.say(&format!(
-        "{} is blank: its writes are measured on the whole drive, which --yes --target erases \
-         anyway (--no-bench-blank: reads only).",
+        "{} is blank: its writes are measured on the drive itself, which --yes --target \
+         erases anyway (--no-bench-blank: reads only).",
         target.path.display()
     ));
     vec![target.path.clone()]
