@@ -125,6 +125,17 @@ pub struct WizardArgs {
     #[arg(long)]
     pub no_bench: bool,
 
+    /// Measure blank drives' writes on the raw device without asking (test
+    /// data is written over them; they hold no partition or filesystem).
+    /// With --yes only the --target disk is ever written, and that is the
+    /// default there.
+    #[arg(long, conflicts_with_all = ["no_bench_blank", "no_bench"])]
+    pub bench_blank: bool,
+
+    /// Measure blank drives by reads only (they cannot be recommended then).
+    #[arg(long)]
+    pub no_bench_blank: bool,
+
     /// Boot the new root once on trial before it is permanent (a root-only
     /// move on a firmware with tryboot; forces it where pimigrate cannot tell).
     #[arg(long, conflicts_with = "no_trial")]
@@ -311,6 +322,12 @@ pub struct RecommendArgs {
     /// Also compare loop devices (for testing).
     #[arg(long, hide_short_help = true)]
     pub all: bool,
+
+    /// Blank drives whose writes may be measured on the raw device. Never
+    /// a flag: the `recommend` command writes to no raw disk; the wizard
+    /// fills it in once the person agreed (or `--yes` names the target).
+    #[arg(skip)]
+    pub raw_writes_allowed: Vec<PathBuf>,
 }
 
 fn parse_size(text: &str) -> Result<u64, String> {

@@ -97,6 +97,16 @@ impl Terminal {
         self.tmux(&["send-keys", "-t", SESSION, "-l", text]);
     }
 
+    /// The program stopped as a backed-out prompt must: "nothing was
+    /// changed", exit 130, the cursor shown again. The last screen.
+    fn assert_stopped(&self) -> String {
+        let screen = self.wait_for("EXITED rc=");
+        assert!(screen.contains("Stopped: nothing was changed."), "{screen}");
+        assert!(screen.contains("EXITED rc=130"), "{screen}");
+        assert!(self.cursor_visible(), "the cursor stayed hidden");
+        screen
+    }
+
     fn cursor_visible(&self) -> bool {
         self.tmux(&["display-message", "-p", "-t", SESSION, "#{cursor_flag}"])
             .trim()
@@ -151,11 +161,8 @@ fn ctrl_c_at_a_prompt_stops_with_nothing_changed() {
     term.wait_for("What should move?");
     term.press(&["Down"]); // looking at "Full", then thinking better of it
     term.press(&["C-c"]);
-    let screen = term.wait_for("EXITED rc=");
-    assert!(screen.contains("Stopped: nothing was changed."), "{screen}");
-    assert!(screen.contains("EXITED rc=130"), "{screen}");
+    let screen = term.assert_stopped();
     assert!(!screen.contains("Plan:"), "no plan after Ctrl-C:\n{screen}");
-    assert!(term.cursor_visible(), "the cursor stayed hidden");
     assert_eq!(before, snapshot(&root), "the fixture changed");
 }
 
@@ -166,22 +173,13 @@ fn escape_at_the_first_question_stops_too() {
     };
     term.wait_for("Benchmark the drives first?");
     term.press(&["Escape"]);
-    let screen = term.wait_for("EXITED rc=");
-    assert!(screen.contains("Stopped: nothing was changed."), "{screen}");
-    assert!(screen.contains("EXITED rc=130"), "{screen}");
-    assert!(term.cursor_visible(), "the cursor stayed hidden");
+    term.assert_stopped();
 }
 
-#[test]
-fn the_wrong_name_at_the_confirmation_writes_nothing() {
-    let root = fixture("pi4");
-    let before = snapshot(&root);
-    let Some(term) = Terminal::start(
-        "confirm",
-        &pimigrate_on("pi4", "wizard --no-bench --seed 3"),
-    ) else {
-        return;
-    };
+/// The pi4 fixture's wizard, answered with the defaults up to the typed
+/// confirmation; the screen at that prompt.
+fn up_to_the_confirmation(name: &str) -> Option<(Terminal, String)> {
+    let term = Terminal::start(name, &pimigrate_on("pi4", "wizard --no-bench --seed 3"))?;
     term.wait_for("Which disk should the system move to?");
     term.press(&["Enter"]);
     term.wait_for("What should move?");
@@ -189,6 +187,45 @@ fn the_wrong_name_at_the_confirmation_writes_nothing() {
     term.wait_for("Boot the moved system once on trial");
     term.press(&["Enter"]); // yes, the default
     let screen = term.wait_for("Type its name (sda) to go on");
+    Some((term, screen))
+}
+
+#[test]
+fn escape_at_the_typed_confirmation_stops_too() {
+    let root = fixture("pi4");
+    let before = snapshot(&root);
+    let Some((term, _)) = up_to_the_confirmation("confirm-esc") else {
+        return;
+    };
+    term.type_text("sd");
+    term.press(&["Escape"]);
+    term.assert_stopped();
+    assert_eq!(before, snapshot(&root), "the fixture changed");
+}
+
+#[test]
+fn the_name_typed_with_a_correction_is_accepted() {
+    let Some((term, _)) = up_to_the_confirmation("confirm-ok") else {
+        return;
+    };
+    term.type_text("sdb");
+    term.press(&["BSpace"]);
+    term.type_text("a");
+    term.press(&["Enter"]);
+    let screen = term.wait_for("EXITED rc=");
+    // An inspected fixture is never written: the flow ends where the
+    // migration would start.
+    assert!(screen.contains("Rehearsal over"), "{screen}");
+    assert!(screen.contains("EXITED rc=0"), "{screen}");
+}
+
+#[test]
+fn the_wrong_name_at_the_confirmation_writes_nothing() {
+    let root = fixture("pi4");
+    let before = snapshot(&root);
+    let Some((term, screen)) = up_to_the_confirmation("confirm") else {
+        return;
+    };
     for part in [
         "Plan: root-only move",
         "--- a/etc/fstab",

@@ -13,6 +13,7 @@ use crate::system::System;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use std::io::IsTerminal;
+use std::ops::ControlFlow;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -131,10 +132,13 @@ fn target_still_holds(system: &System, plan: &Plan) -> bool {
 
 fn make_plan(cli: &Cli, args: &MigrateArgs, system: &System) -> Result<Result<Plan, u8>> {
     let spinner = scan_spinner(cli);
+    // No handler is installed yet: Ctrl-C here ends the process, before
+    // anything is written.
     let result = plan::plan_with_progress(system, &options_from(&args.plan), &mut |_| {
         if let Some(spinner) = &spinner {
             spinner.tick();
         }
+        ControlFlow::Continue(())
     });
     if let Some(spinner) = spinner {
         spinner.finish_and_clear();

@@ -65,6 +65,8 @@ pub fn run(cli: &Cli, args: &PlanArgs, host: &Host) -> Result<u8> {
                 crate::units::binary(usage.bytes)
             ));
         }
+        // A dry run keeps the default Ctrl-C, which ends it at once.
+        std::ops::ControlFlow::Continue(())
     });
     if let Some(spinner) = spinner {
         spinner.finish_and_clear();

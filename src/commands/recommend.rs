@@ -112,7 +112,9 @@ pub fn rank_drives(
     };
     let mut candidates = Vec::new();
     for disk in &survey.candidates {
-        let Some(drive) = gatherer.drive(disk, &Method::for_candidate(disk))? else {
+        let Some(drive) =
+            gatherer.drive(disk, &Method::for_candidate(disk, &args.raw_writes_allowed))?
+        else {
             return Ok(None);
         };
         candidates.push(drive);

@@ -66,6 +66,11 @@ fn settings_from(args: &WizardArgs) -> Settings {
         } else {
             Benchmarks::Ask
         },
+        bench_blank: match (args.bench_blank, args.no_bench_blank) {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => None,
+        },
         trial: match (args.trial, args.no_trial) {
             (true, _) => Some(TrialChoice::Always),
             (_, true) => Some(TrialChoice::Never),

@@ -19,15 +19,21 @@ use std::path::{Path, PathBuf};
 
 /// A plan, or a refusal listing every reason found.
 pub fn plan(system: &System, options: &Options) -> Result<Plan, Refusal> {
-    plan_with_progress(system, options, &mut |_| {})
+    plan_with_progress(
+        system,
+        options,
+        &mut |_| std::ops::ControlFlow::Continue(()),
+    )
 }
 
 /// [`plan`], reporting the progress of the source scan (the one step that
-/// can take more than a moment).
+/// can take more than a moment). `scan_progress` returning `Break` stops
+/// the scan, and the plan is refused as `source-unreadable` with an
+/// `Interrupted` cause: the caller that broke it knows why and says so.
 pub fn plan_with_progress(
     system: &System,
     options: &Options,
-    scan_progress: &mut dyn FnMut(&usage::Usage),
+    scan_progress: &mut dyn FnMut(&usage::Usage) -> std::ops::ControlFlow<()>,
 ) -> Result<Plan, Refusal> {
     let mut reasons = Vec::new();
     let source = check_source(system, &mut reasons);

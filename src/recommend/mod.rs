@@ -6,6 +6,7 @@
 //! touching a disk; [`measure`] runs the benchmarks safely. The formula is
 //! in [`formula`], and in docs/benchmark.md under "Recommendation".
 
+pub mod blank;
 pub mod bridges;
 pub mod figures;
 pub mod formula;

@@ -92,3 +92,14 @@ fn assign_roles(disks: &mut [Disk], source: &Source, minimum_bytes: Option<u64>)
         disk.role_reasons = reasons;
     }
 }
+
+/// A fixture machine from tests/fixtures, inspected: for unit tests.
+#[cfg(test)]
+pub(crate) fn inspect_fixture(name: &str) -> (Host, System) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    let host = Host::with_root(root);
+    let system = System::inspect(&host).expect("inspecting the fixture");
+    (host, system)
+}

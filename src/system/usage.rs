@@ -4,6 +4,7 @@
 use crate::host::Host;
 use crate::system::mounts::MountTable;
 use serde::{Deserialize, Serialize};
+use std::ops::ControlFlow;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -66,19 +67,22 @@ pub struct Usage {
 /// other filesystems (from the mount table, so fixture trees behave like a
 /// live system) and the exclusions are skipped.
 pub fn scan(host: &Host, mounts: &MountTable, exclusions: &[Exclusion]) -> std::io::Result<Usage> {
-    scan_with_progress(host, mounts, exclusions, &mut |_| {})
+    scan_with_progress(host, mounts, exclusions, &mut |_| ControlFlow::Continue(()))
 }
 
 /// How often a scan reports how far it got, in entries.
 const PROGRESS_EVERY: u64 = 2048;
 
 /// [`scan`], calling `progress` with the running totals now and then: a
-/// root filesystem on an SD card takes a while to walk.
+/// root filesystem on an SD card takes a while to walk. When `progress`
+/// returns `Break` (the person pressed Ctrl-C), the walk stops there with
+/// an error of kind `Interrupted`, so no half-counted total is mistaken
+/// for the real one.
 pub fn scan_with_progress(
     host: &Host,
     mounts: &MountTable,
     exclusions: &[Exclusion],
-    progress: &mut dyn FnMut(&Usage),
+    progress: &mut dyn FnMut(&Usage) -> ControlFlow<()>,
 ) -> std::io::Result<Usage> {
     let root_view = host.source_root.clone();
     let other_filesystems = mounts.other_filesystems_below(&root_view);
@@ -122,8 +126,11 @@ pub fn scan_with_progress(
         if first_link {
             usage.bytes += meta.blocks() * 512;
         }
-        if (usage.files + usage.directories) % PROGRESS_EVERY == 0 {
-            progress(&usage);
+        if (usage.files + usage.directories) % PROGRESS_EVERY == 0 && progress(&usage).is_break() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::Interrupted,
+                format!("scanning {} was interrupted", root_view.display()),
+            ));
         }
     }
     Ok(usage)
@@ -180,6 +187,33 @@ mod tests {
         );
         assert_eq!(usage.directories, 3, "/, /etc, /tmp");
         assert_eq!(usage.other_filesystems, vec![PathBuf::from("/proc")]);
+    }
+
+    /// Ctrl-C during a long scan stops it at the next progress report,
+    /// not at the end of the walk.
+    #[test]
+    fn a_scan_stops_when_progress_says_break() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let files = PROGRESS_EVERY * 3;
+        for n in 0..files {
+            std::fs::write(root.join(format!("f{n}")), b"").unwrap();
+        }
+        let host = Host::with_root(root);
+        let mut reports = 0;
+        let result = scan_with_progress(&host, &MountTable::default(), &[], &mut |usage| {
+            reports += 1;
+            assert!(usage.files < files, "the walk went on to the end");
+            ControlFlow::Break(())
+        });
+        let err = result.expect_err("a broken-off scan must not return a total");
+        assert_eq!(err.kind(), std::io::ErrorKind::Interrupted, "{err}");
+        assert_eq!(reports, 1, "the scan went on after the first Break");
+        let whole = scan_with_progress(&host, &MountTable::default(), &[], &mut |_| {
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+        assert_eq!(whole.files, files, "Continue walks everything");
     }
 
     #[test]

@@ -5,7 +5,7 @@ use super::{typed_matches, Aborted, Ui};
 use anyhow::{bail, Result};
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// One scripted answer, used by the next prompt.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +37,8 @@ pub struct ScriptedUi {
     said: RefCell<Vec<String>>,
     asked: RefCell<Vec<Asked>>,
     interrupted: AtomicBool,
+    /// Ctrl-C arrives once this many prompts have been answered.
+    interrupt_after: Option<usize>,
 }
 
 impl ScriptedUi {
@@ -45,6 +47,14 @@ impl ScriptedUi {
             answers: RefCell::new(answers.into_iter().collect()),
             ..ScriptedUi::default()
         }
+    }
+
+    /// Ctrl-C pressed right after the `prompts`-th answer, while the flow
+    /// works between prompts (scanning, benchmarking): it sets
+    /// [`Ui::interrupted`] as the terminal's signal handler does.
+    pub fn interrupt_after(mut self, prompts: usize) -> ScriptedUi {
+        self.interrupt_after = Some(prompts);
+        self
     }
 
     /// Everything shown, prompts included, in order, as one text.
@@ -75,7 +85,11 @@ impl ScriptedUi {
             items: items.to_vec(),
         });
         self.said.borrow_mut().push(format!("? {prompt}"));
-        match self.answers.borrow_mut().pop_front() {
+        let answer = self.answers.borrow_mut().pop_front();
+        if self.interrupt_after == Some(self.asked.borrow().len()) {
+            self.interrupted.store(true, Ordering::SeqCst);
+        }
+        match answer {
             Some(Answer::Abort) => Err(Aborted.into()),
             Some(answer) => Ok(answer),
             None => bail!("the script has no answer for the prompt {prompt:?}"),

@@ -1,8 +1,9 @@
 //! Prompts on a terminal, with dialoguer.
 //!
 //! Two ways a person stops a prompt, and both must leave the terminal as it
-//! was: Esc, which dialoguer's `interact_*_opt` report as `None`, and
-//! Ctrl-C. For Ctrl-C, the console crate puts the terminal back in its
+//! was: Esc, which dialoguer's `interact_*_opt` (and our own line reader
+//! for the typed confirmation, as dialoguer's `Input` ignores Esc) report
+//! as `None`, and Ctrl-C. For Ctrl-C, the console crate puts the terminal back in its
 //! normal mode, raises SIGINT at the process and returns an `Interrupted`
 //! I/O error. Without a handler, that SIGINT would kill the process with
 //! the cursor still hidden and nothing said; so [`TerminalUi::new`]
@@ -11,8 +12,9 @@
 
 use super::{typed_matches, Aborted, Ui};
 use anyhow::{Context, Result};
-use dialoguer::console::Term;
+use dialoguer::console::{Key, Term};
 use dialoguer::theme::ColorfulTheme;
+use dialoguer::theme::Theme;
 use std::io::{ErrorKind, IsTerminal};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -77,6 +79,76 @@ impl TerminalUi {
     }
 }
 
+/// What one key did to the line being typed.
+#[derive(Debug, PartialEq, Eq)]
+enum Edit {
+    Typed(char),
+    Erased,
+    /// A key that does nothing here (arrows, Tab, Backspace on nothing).
+    Ignored,
+    Done,
+    Escape,
+}
+
+/// The line editing of [`TerminalUi::read_line`], apart from the terminal
+/// so it can be tested: printable characters, Backspace, Enter and Esc.
+fn edit_line(line: &mut String, key: &Key) -> Edit {
+    match key {
+        Key::Enter => Edit::Done,
+        Key::Escape => Edit::Escape,
+        Key::Backspace => match line.pop() {
+            Some(_) => Edit::Erased,
+            None => Edit::Ignored,
+        },
+        Key::Char(c) if !c.is_control() => {
+            line.push(*c);
+            Edit::Typed(*c)
+        }
+        _ => Edit::Ignored,
+    }
+}
+
+impl TerminalUi {
+    /// One typed line, `None` on Esc. dialoguer's `Input` ignores Esc, and
+    /// at the one prompt before a disk is erased backing out must work
+    /// like everywhere else. Ctrl-C comes back as console's `Interrupted`
+    /// error (after SIGINT set the flag), which [`TerminalUi::settle`]
+    /// turns into [`Aborted`]. As in dialoguer, the prompt is drawn once
+    /// and only the typed characters are written or erased after it, so a
+    /// line that wraps is never drawn twice.
+    fn read_line(&self, prompt: &str) -> std::io::Result<Option<String>> {
+        let mut text = String::new();
+        let _ = self.theme.format_input_prompt(&mut text, prompt, None);
+        self.term.write_str(&text)?;
+        self.term.flush()?;
+        let mut line = String::new();
+        loop {
+            let key = self.term.read_key()?;
+            match edit_line(&mut line, &key) {
+                Edit::Ignored => continue,
+                Edit::Typed(c) => self.term.write_str(c.encode_utf8(&mut [0; 4]))?,
+                Edit::Erased => self.term.clear_chars(1)?,
+                Edit::Done => {
+                    // As dialoguer leaves an answered prompt: a check mark
+                    // and the answer.
+                    let mut done = String::new();
+                    let _ = self
+                        .theme
+                        .format_input_prompt_selection(&mut done, prompt, &line);
+                    self.term.clear_line()?;
+                    self.term.write_line(&done)?;
+                    return Ok(Some(line));
+                }
+                Edit::Escape => {
+                    self.term.write_line("")?;
+                    return Ok(None);
+                }
+            }
+            self.term.flush()?;
+        }
+    }
+}
+
 impl Drop for TerminalUi {
     fn drop(&mut self) {
         let _ = self.term.show_cursor();
@@ -110,11 +182,7 @@ impl Ui for TerminalUi {
 
     fn type_to_confirm(&self, prompt: &str, accepted: &[String]) -> Result<bool> {
         self.ready_to_ask(prompt)?;
-        let result = dialoguer::Input::<String>::with_theme(&self.theme)
-            .with_prompt(prompt)
-            .allow_empty(true)
-            .interact_text_on(&self.term)
-            .map(Some);
+        let result = self.read_line(prompt).map_err(dialoguer::Error::IO);
         let typed = self.settle(result, prompt)?;
         Ok(typed_matches(&typed, accepted))
     }
@@ -125,5 +193,59 @@ impl Ui for TerminalUi {
 
     fn interrupted(&self) -> &AtomicBool {
         &self.interrupted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn typed(keys: &[Key]) -> (String, Option<Edit>) {
+        let mut line = String::new();
+        for key in keys {
+            match edit_line(&mut line, key) {
+                Edit::Done => return (line, Some(Edit::Done)),
+                Edit::Escape => return (line, Some(Edit::Escape)),
+                _ => {}
+            }
+        }
+        (line, None)
+    }
+
+    #[test]
+    fn typing_and_backspace_make_the_line_and_enter_ends_it() {
+        let keys = [
+            Key::Char('s'),
+            Key::Char('d'),
+            Key::Char('x'),
+            Key::Backspace,
+            Key::Char('a'),
+            Key::ArrowLeft,
+            Key::Tab,
+            Key::Enter,
+            Key::Char('z'),
+        ];
+        assert_eq!(typed(&keys), ("sda".into(), Some(Edit::Done)));
+    }
+
+    #[test]
+    fn escape_ends_the_line_without_an_answer() {
+        let keys = [Key::Char('s'), Key::Escape, Key::Enter];
+        assert_eq!(typed(&keys), ("s".into(), Some(Edit::Escape)));
+    }
+
+    #[test]
+    fn backspace_on_an_empty_line_changes_nothing() {
+        let mut line = String::new();
+        assert_eq!(edit_line(&mut line, &Key::Backspace), Edit::Ignored);
+        assert_eq!(
+            edit_line(&mut line, &Key::Char('\u{7}')),
+            Edit::Ignored,
+            "a control character is not typed text"
+        );
+        assert!(line.is_empty());
+        assert_eq!(edit_line(&mut line, &Key::Char('é')), Edit::Typed('é'));
+        assert_eq!(edit_line(&mut line, &Key::Backspace), Edit::Erased);
+        assert!(line.is_empty());
     }
 }

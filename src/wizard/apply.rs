@@ -7,7 +7,10 @@ use crate::apply::journal::Journal;
 use crate::commands::migrate::{apply_with_progress, next_steps, ProgressDisplay};
 use crate::plan::render::{plan_text, Detail};
 use crate::plan::{self, Layout, Options, Plan, TrialChoice};
+use crate::ui::Aborted;
 use anyhow::{Context, Result};
+use std::ops::ControlFlow;
+use std::sync::atomic::Ordering;
 
 pub(super) fn choose_trial(wizard: &Wizard, layout: Layout) -> Result<TrialChoice> {
     if let Some(trial) = wizard.settings.trial {
@@ -17,6 +20,12 @@ pub(super) fn choose_trial(wizard: &Wizard, layout: Layout) -> Result<TrialChoic
     // move; elsewhere `auto` means none, and the plan says so.
     if layout != Layout::RootOnly || !wizard.system.pi.tryboot_available {
         return Ok(TrialChoice::Auto);
+    }
+    if wizard.settings.yes {
+        wizard.ui.say(&format!(
+            "Trial boot: yes{}.",
+            wizard.not_asked("--trial/--no-trial", false)
+        ));
     }
     let trial = wizard.answer(None, true, || {
         wizard.ui.confirm(
@@ -41,6 +50,7 @@ pub(super) fn make_plan(wizard: &Wizard, options: &Options) -> Result<Option<Pla
         spinner.set_message("scanning the system to plan the copy");
         spinner
     });
+    let interrupted = wizard.ui.interrupted();
     let result = plan::plan_with_progress(wizard.system, options, &mut |usage| {
         if let Some(spinner) = &spinner {
             spinner.set_message(format!(
@@ -49,16 +59,30 @@ pub(super) fn make_plan(wizard: &Wizard, options: &Options) -> Result<Option<Pla
                 crate::units::binary(usage.bytes)
             ));
         }
+        // Ctrl-C stops the scan now rather than after the whole walk.
+        if interrupted.load(Ordering::SeqCst) {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
     });
     if let Some(spinner) = spinner {
         spinner.finish_and_clear();
+    }
+    // Before the plan or the refusal: a scan cut short by Ctrl-C is
+    // neither, and the person asked to stop.
+    if interrupted.load(Ordering::SeqCst) {
+        return Err(Aborted.into());
     }
     match result {
         Ok(plan) => {
             // The same plan `pimigrate plan` prints; not a dry run here.
             let text = plan_text(&plan, Detail::Normal)
                 .replace("Dry run: nothing has been written.\n", "");
-            wizard.ui.say(&format!("\n{text}"));
+            wizard.ui.say(&format!(
+                "\n{}\nThe plan in full:\n\n{text}",
+                super::summary::in_short(&plan)
+            ));
             Ok(Some(plan))
         }
         Err(refusal) => {

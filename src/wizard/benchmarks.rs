@@ -20,6 +20,7 @@ pub(super) fn compare(wizard: &Wizard) -> Result<Option<Recommendation>> {
         Benchmarks::Quick => true,
         Benchmarks::Standard | Benchmarks::Ask => false,
     };
+    let raw_writes_allowed = super::blank::allowed(wizard)?;
     let args = RecommendArgs {
         quick,
         runtime: None,
@@ -29,6 +30,7 @@ pub(super) fn compare(wizard: &Wizard) -> Result<Option<Recommendation>> {
         fresh: false,
         max_age: DEFAULT_MAX_AGE_DAYS,
         all: false,
+        raw_writes_allowed,
     };
     let shown = Shown {
         chatty: true,
@@ -37,7 +39,7 @@ pub(super) fn compare(wizard: &Wizard) -> Result<Option<Recommendation>> {
     wizard.ui.say(
         "Measuring random 4K reads and writes (what makes a Pi feel slow) of the current root \
          and of every candidate; test files are removed afterwards, and a disk without a \
-         mounted filesystem is only read.",
+         mounted filesystem is only read (but for a blank one you let be written).",
     );
     match rank_drives(
         wizard.system,
@@ -70,6 +72,12 @@ fn how(wizard: &Wizard) -> Result<Benchmarks> {
         Benchmarks::Ask => None,
         other => Some(other),
     };
+    if given.is_none() && wizard.settings.yes {
+        wizard.ui.say(&format!(
+            "Benchmarks: thorough{}.",
+            wizard.not_asked("--quick/--no-bench", false)
+        ));
+    }
     wizard.answer(given, Benchmarks::Standard, || {
         let items = [
             "Quick: about 20 seconds a drive".to_string(),
@@ -92,7 +100,10 @@ fn show(wizard: &Wizard, recommendation: &Recommendation) {
     wizard.ui.say(&format!("\n{table}"));
     match &recommendation.pick {
         Some(pick) => wizard.ui.say(&format!(
-            "In plain words: moving to {} makes {}.\n",
+            "In plain words: moving to {} makes {}.\n\
+             (Random 4K reads and writes are the many small ones behind starting programs, \
+             installing updates and browsing: what makes a Pi feel slow. \"Overall\" weighs \
+             reads and writes together, writes more, as they are where SD cards are slowest.)\n",
             pick.path.display(),
             pick.summary
         )),

@@ -121,6 +121,16 @@ fn role_in_words(disk: &Disk) -> String {
         Role::SourceRoot => format!("runs the system now ({})", disk.role_reasons.join("; ")),
         Role::SourceBoot => "holds the boot partition".into(),
         Role::Candidate => "can take the system".into(),
+        // A drive the desktop mounted is often the very one bought for
+        // this: say how to free it.
+        Role::Unsuitable if !disk.uses().is_empty() => format!(
+            "cannot take it: {}; unmount it first (e.g. `sudo umount {}`) to move the system there",
+            disk.role_reasons.join("; "),
+            crate::recommend::survey::mounts(disk)
+                .first()
+                .unwrap_or(&disk.path)
+                .display()
+        ),
         Role::Unsuitable => format!("cannot take it: {}", disk.role_reasons.join("; ")),
     }
 }

@@ -15,13 +15,16 @@ pub(super) fn choose(wizard: &Wizard, target: &Disk) -> Result<Layout> {
     let why = explanation(wizard, target, support);
     if let Some(layout) = wizard.settings.layout {
         wizard.ui.say(&format!(
-            "{why}\nLayout: {} (from --layout)\n",
-            name(layout)
+            "{why}\nLayout: {}{}\n",
+            name(layout),
+            wizard.not_asked("--layout", true)
         ));
         return Ok(layout);
     }
     if support == BootSupport::No {
-        wizard.ui.say(&format!("{why}\nLayout: root only.\n"));
+        wizard.ui.say(&format!(
+            "{why}\nLayout: root only (the only one this Pi can start).\n"
+        ));
         return Ok(Layout::RootOnly);
     }
     wizard.ui.say(&why);
@@ -34,7 +37,11 @@ pub(super) fn choose(wizard: &Wizard, target: &Disk) -> Result<Layout> {
     let items = [ROOT_ONLY.to_string(), full_item];
     let index = wizard.answer(None, 0, || wizard.ui.choose("What should move?", &items, 0))?;
     let layout = [Layout::RootOnly, Layout::Full][index];
-    wizard.ui.say(&format!("Layout: {}.\n", name(layout)));
+    wizard.ui.say(&format!(
+        "Layout: {}{}.\n",
+        name(layout),
+        wizard.not_asked("--layout", false)
+    ));
     Ok(layout)
 }
 

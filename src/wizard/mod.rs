@@ -11,8 +11,10 @@
 
 mod apply;
 mod benchmarks;
+mod blank;
 mod intro;
 mod layout;
+mod summary;
 mod table;
 mod target;
 #[cfg(test)]
@@ -34,6 +36,9 @@ pub struct Settings {
     pub layout: Option<Layout>,
     pub table: Option<TableChoice>,
     pub benchmarks: Benchmarks,
+    /// Whether blank drives' writes are measured on the raw device; `None`
+    /// asks (unattended: only the target's).
+    pub bench_blank: Option<bool>,
     pub trial: Option<TrialChoice>,
     /// Ask nothing: every open question takes its default, and the target
     /// is erased without typing its name (an explicit target is required).
@@ -129,6 +134,18 @@ impl Wizard<'_> {
             return Err(Aborted.into());
         }
         Ok(())
+    }
+
+    /// Where an answer the person was not asked came from, for the line
+    /// that states it: the flag, or `--yes` taking the default.
+    fn not_asked(&self, flag: &str, given: bool) -> String {
+        if given {
+            format!(" (from {flag})")
+        } else if self.settings.yes {
+            format!(" (the default, as --yes asks nothing; {flag} chooses)")
+        } else {
+            String::new()
+        }
     }
 
     /// An answer from the flags, else from `ask`; unattended runs take

@@ -15,12 +15,7 @@ pub(super) fn choose<'a>(
     if let Some(wanted) = &wizard.settings.target {
         // Any disk the user names is handed to the planner, which refuses
         // an unsuitable one with every reason and a way out.
-        let Some(disk) = wizard
-            .system
-            .disks
-            .iter()
-            .find(|d| d.path == *wanted || d.name == wanted.to_string_lossy())
-        else {
+        let Some(disk) = wizard.system.disks.iter().find(|d| named(d, wanted)) else {
             bail!(
                 "--target {}: no such disk on this machine (`pimigrate devices` lists them)",
                 wanted.display()
@@ -68,6 +63,11 @@ pub(super) fn choose<'a>(
         )
     })?;
     Ok(Some(candidates[index]))
+}
+
+/// Is `disk` what the person named (`/dev/sda` or `sda`)?
+pub(super) fn named(disk: &Disk, wanted: &std::path::Path) -> bool {
+    disk.path == wanted || disk.name == wanted.to_string_lossy()
 }
 
 /// The recommendation's pick first, then faster links, then larger disks.

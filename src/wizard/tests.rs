@@ -6,16 +6,22 @@ use crate::units::TIB;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
+fn machine(name: &str) -> (Host, System) {
+    crate::system::inspect_fixture(name)
 }
 
-fn machine(name: &str) -> (Host, System) {
-    let host = Host::with_root(fixture(name));
-    let system = System::inspect(&host).expect("inspecting the fixture");
-    (host, system)
+fn wizard<'a>(
+    host: &'a Host,
+    system: &'a System,
+    settings: &'a Settings,
+    ui: &'a ScriptedUi,
+) -> Wizard<'a> {
+    Wizard {
+        system,
+        host,
+        ui,
+        settings,
+    }
 }
 
 /// Settings a person starting `pimigrate wizard --no-bench` has.
@@ -34,13 +40,9 @@ fn run(
     answers: Vec<Answer>,
 ) -> (Outcome, ScriptedUi) {
     let ui = ScriptedUi::new(answers);
-    let wizard = Wizard {
-        system,
-        host,
-        ui: &ui,
-        settings,
-    };
-    let outcome = wizard.run().expect("the wizard failed");
+    let outcome = wizard(host, system, settings, &ui)
+        .run()
+        .expect("the wizard failed");
     (outcome, ui)
 }
 
@@ -101,7 +103,15 @@ fn pi4_offers_the_ssd_with_its_reason_and_goes_to_the_typed_confirmation() {
         "What will not happen",
         "/dev/mmcblk0",
         "runs the system now",
-        "cannot take it: in use: sdb1 is mounted at /media/pi/STICK",
+        "cannot take it: in use: sdb1 is mounted at /media/pi/STICK; unmount it first \
+         (e.g. `sudo umount /media/pi/STICK`)",
+        "In short:",
+        "/dev/sda is erased and gets an MBR partition table with 465.8 GiB root",
+        "is copied onto it; the SD card is only read",
+        "cmdline.pimigrate.txt and /tryboot.txt are added; cmdline.txt",
+        "PARTUUID (in the printout below): the ID a partition carries",
+        "Trial boot (the firmware's \"tryboot\")",
+        "The plan in full:",
         "cannot take it: read-only",
         "can boot from USB: a full move lets you take the SD card out",
         "Plan: root-only move",
@@ -190,7 +200,10 @@ fn pizero_is_only_offered_root_only() {
         transcript.contains("cannot boot from USB: only the system (root) moves"),
         "{transcript}"
     );
-    assert!(transcript.contains("Layout: root only."), "{transcript}");
+    assert!(
+        transcript.contains("Layout: root only (the only one this Pi can start)."),
+        "{transcript}"
+    );
 }
 
 #[test]
@@ -245,7 +258,37 @@ fn flags_answer_every_question() {
         ui.transcript()
     );
     assert!(ui.asked().is_empty(), "asked {:?}", ui.asked());
-    assert!(ui.transcript().contains("Plan: full move"));
+    let transcript = ui.transcript();
+    assert!(transcript.contains("Plan: full move"));
+    assert!(
+        transcript.contains("Layout: full (boot and root) (from --layout)"),
+        "{transcript}"
+    );
+    // A full move leaves the SD card's boot files alone.
+    assert!(
+        transcript.contains("Nothing on the SD card changes"),
+        "{transcript}"
+    );
+}
+
+/// With --yes, an answer taken by default says so, and names its flag.
+#[test]
+fn unattended_defaults_say_where_they_come_from() {
+    let (host, system) = machine("pi4");
+    let settings = Settings {
+        target: Some("/dev/sda".into()),
+        yes: true,
+        ..Settings::default()
+    };
+    let (_, ui) = run(&host, &system, &settings, Vec::new());
+    let transcript = ui.transcript();
+    for line in [
+        "Benchmarks: thorough (the default, as --yes asks nothing; --quick/--no-bench chooses).",
+        "Layout: root only (the default, as --yes asks nothing; --layout chooses).",
+        "Trial boot: yes (the default, as --yes asks nothing; --trial/--no-trial chooses).",
+    ] {
+        assert!(transcript.contains(line), "missing {line:?}:\n{transcript}");
+    }
 }
 
 #[test]
@@ -281,6 +324,27 @@ fn backing_out_at_any_prompt_changes_nothing() {
         );
     }
     assert_eq!(before, snapshot(&host.root), "the fixture changed");
+}
+
+/// Ctrl-C after the last question, while the source is scanned: no plan
+/// and no refusal is shown, only that nothing changed.
+#[test]
+fn ctrl_c_while_planning_shows_no_plan() {
+    let (host, system) = machine("pi4");
+    let ui = ScriptedUi::new([Answer::Default, Answer::Default, Answer::Yes]).interrupt_after(3);
+    let settings = no_bench();
+    let outcome = wizard(&host, &system, &settings, &ui)
+        .run()
+        .expect("the wizard failed");
+    let transcript = ui.transcript();
+    assert!(matches!(outcome, Outcome::Stopped), "{outcome:?}");
+    assert!(!transcript.contains("Plan:"), "{transcript}");
+    assert!(!transcript.contains("refus"), "{transcript}");
+    assert!(
+        transcript.ends_with("Stopped: nothing was changed."),
+        "{transcript}"
+    );
+    assert!(ui.prompt_containing("Type its name").is_none());
 }
 
 #[test]
@@ -321,4 +385,106 @@ fn next_steps_always_end_with_a_check_and_a_way_back() {
             "{trial:?}: {steps:?}"
         );
     }
+}
+
+/// The pizero fixture's sda has no table and no filesystem: a new SSD.
+fn blank_allowance(settings: &Settings, answers: Vec<Answer>) -> (Vec<PathBuf>, ScriptedUi) {
+    let (host, system) = machine("pizero");
+    let ui = ScriptedUi::new(answers);
+    let allowed =
+        blank::allowed(&wizard(&host, &system, settings, &ui)).expect("deciding on blank drives");
+    (allowed, ui)
+}
+
+fn quick_bench() -> Settings {
+    Settings {
+        benchmarks: Benchmarks::Quick,
+        ..no_bench()
+    }
+}
+
+#[test]
+fn a_blank_drive_is_measured_with_writes_once_the_person_agrees() {
+    let (allowed, ui) = blank_allowance(&quick_bench(), vec![Answer::Default]);
+    assert_eq!(allowed, vec![PathBuf::from("/dev/sda")]);
+    let asked = ui
+        .prompt_containing("Measure the writes of the blank drive(s) /dev/sda too?")
+        .expect("no blank-drive question");
+    assert!(asked.prompt.contains("Test data is written over them"));
+    assert!(ui.transcript().contains("Blank drive(s): /dev/sda ("));
+    let (allowed, _) = blank_allowance(&quick_bench(), vec![Answer::No]);
+    assert!(allowed.is_empty(), "no means reads only: {allowed:?}");
+}
+
+#[test]
+fn blank_drive_flags_answer_the_question() {
+    let yes = Settings {
+        bench_blank: Some(true),
+        ..quick_bench()
+    };
+    let (allowed, ui) = blank_allowance(&yes, Vec::new());
+    assert_eq!(allowed, vec![PathBuf::from("/dev/sda")]);
+    assert!(ui.asked().is_empty(), "{:?}", ui.asked());
+    assert!(ui.transcript().contains("(from --bench-blank)"));
+    let no = Settings {
+        bench_blank: Some(false),
+        ..quick_bench()
+    };
+    let (allowed, ui) = blank_allowance(&no, Vec::new());
+    assert!(allowed.is_empty() && ui.asked().is_empty());
+}
+
+/// Unattended, only the disk about to be erased is written to.
+#[test]
+fn unattended_only_the_blank_target_is_measured_with_writes() {
+    let unattended = |target: &str| Settings {
+        target: Some(target.into()),
+        yes: true,
+        ..quick_bench()
+    };
+    let (allowed, ui) = blank_allowance(&unattended("sda"), Vec::new());
+    assert_eq!(allowed, vec![PathBuf::from("/dev/sda")]);
+    assert!(ui.asked().is_empty(), "{:?}", ui.asked());
+    assert!(ui.transcript().contains("/dev/sda is blank"));
+    let (allowed, _) = blank_allowance(&unattended("/dev/mmcblk0"), Vec::new());
+    assert!(allowed.is_empty(), "{allowed:?}");
+    let refused = Settings {
+        bench_blank: Some(false),
+        ..unattended("/dev/sda")
+    };
+    let (allowed, _) = blank_allowance(&refused, Vec::new());
+    assert!(allowed.is_empty(), "--no-bench-blank wins: {allowed:?}");
+}
+
+#[test]
+fn esc_at_the_blank_drive_question_stops_with_nothing_changed() {
+    let (host, system) = machine("pizero");
+    let before = snapshot(&host.root);
+    let (outcome, ui) = run(&host, &system, &quick_bench(), vec![Answer::Abort]);
+    assert!(matches!(outcome, Outcome::Stopped), "{outcome:?}");
+    assert_eq!(ui.asked().len(), 1, "{:?}", ui.asked());
+    assert!(ui.asked()[0].prompt.contains("blank drive"));
+    assert!(ui.transcript().ends_with("Stopped: nothing was changed."));
+    assert_eq!(before, snapshot(&host.root), "the fixture changed");
+}
+
+#[test]
+fn a_drive_with_a_partition_table_is_not_asked_about() {
+    let (host, system) = machine("pi4");
+    let (_, ui) = run(
+        &host,
+        &system,
+        &quick_bench(),
+        vec![
+            Answer::Default,
+            Answer::Default,
+            Answer::Default,
+            Answer::Abort,
+        ],
+    );
+    assert!(
+        ui.prompt_containing("blank").is_none(),
+        "pi4's sda has a partition: {:?}",
+        ui.asked()
+    );
 }

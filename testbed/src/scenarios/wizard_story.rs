@@ -37,12 +37,10 @@ const RND_WRITE: &str = "RND4K Q32 write";
 /// files on it, mounted (a desktop auto-mounts it), so `recommend` measures
 /// its writes with a test file there; unmounted, it would get read tests
 /// only, and the warning that matters (slower random writes than the SD
-/// card) could not be given. The SSD is new and blank, and it is the one
-/// disk that is about to be erased anyway: measuring its writes on the raw
-/// device (`bench --destructive`, what recommend itself advises for an
-/// unmounted drive) gives it write figures without a filesystem that would
-/// make it a mounted, refused target. The wizard reuses that fresh report
-/// and measures the SD card's root and the flash drive itself.
+/// card) could not be given. The SSD is new and blank, as a first-time
+/// user's is: the wizard itself measures its writes on the raw device,
+/// because `--yes --target` names it and it is about to be erased anyway
+/// (no `bench --destructive` beforehand: that is the path being tested).
 fn wizard_job() -> String {
     format!(
         r#"set -o pipefail
@@ -59,8 +57,6 @@ mkdir -p /media/stick
 mount "$part" /media/stick
 cp -r /etc/skel /media/stick/
 echo "shopping list" > /media/stick/notes.txt
-echo "== the blank SSD's writes, measured on the raw device (it is erased next)"
-pimigrate bench --destructive --yes --quick "$ssd"
 echo "== pimigrate wizard --yes --target $ssd --layout root-only --quick --trial"
 pimigrate wizard --yes --target "$ssd" --layout root-only --quick --trial | tee "$TESTBED/out/wizard.txt"
 {JOURNAL_FACTS}
@@ -287,6 +283,14 @@ fn check_recommendation(pi: &Pi, ssd: &str, flash: &str) -> Result<()> {
         "the SSD has no random-write figure: {}",
         ssd_entry["figures"]
     );
+    // Measured by the wizard on the raw device: it was blank, and nothing
+    // else measured it before.
+    ensure!(
+        ssd_entry["report"]["target"].as_str() == Some(ssd)
+            && ssd_entry["report"]["writes"] == true,
+        "the SSD's writes were not measured on the raw device: {}",
+        ssd_entry["report"]
+    );
     Ok(())
 }
 
@@ -303,6 +307,11 @@ fn keep_recommendation_text(pi: &Pi) -> Result<()> {
         .position(|l| l.starts_with("In plain words:"))
         .map(|i| start + i)
         .context("the wizard printed no recommendation in plain words")?;
+    // The verdict's line of explanation, for a reader of the log folder.
+    let end = match lines.get(end + 1) {
+        Some(next) if next.starts_with("(Random 4K") => end + 1,
+        _ => end,
+    };
     let text = lines[start..=end].join("\n") + "\n";
     let path = pi.logs.join("recommendation.txt");
     fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
