@@ -91,9 +91,25 @@ pub fn scan_with_progress(
         other_filesystems: other_filesystems.clone(),
         ..Usage::default()
     };
+    // Staying on one filesystem is done here, not with walkdir's
+    // `same_file_system`: walkdir yields a directory on another filesystem
+    // without entering it, and when `filter_entry` then rejects that
+    // directory (a mount point is in `other_filesystems`) it leaves the
+    // *parent* instead (walkdir issue #166): a scan of a live `/` ended at
+    // the first mount point it met, and planned a root of a few kilobytes.
+    let root_device = if host.is_live() {
+        let meta = std::fs::metadata(&root_real).map_err(|err| {
+            std::io::Error::new(
+                err.kind(),
+                format!("reading {}: {err}", root_real.display()),
+            )
+        })?;
+        Some(meta.dev())
+    } else {
+        None
+    };
     let walker = walkdir::WalkDir::new(&root_real)
         .follow_links(false)
-        .same_file_system(host.is_live())
         .into_iter()
         .filter_entry(|entry| {
             let Ok(relative) = entry.path().strip_prefix(&root_real) else {
@@ -103,7 +119,9 @@ pub fn scan_with_progress(
                 return true;
             }
             let view = root_view.join(relative);
-            !other_filesystems.contains(&view) && !exclusions.iter().any(|e| e.excludes(relative))
+            !other_filesystems.contains(&view)
+                && !exclusions.iter().any(|e| e.excludes(relative))
+                && !on_another_filesystem(entry, root_device)
         });
     let mut seen_links = std::collections::HashSet::new();
     for entry in walker {
@@ -134,6 +152,17 @@ pub fn scan_with_progress(
         }
     }
     Ok(usage)
+}
+
+/// A directory that is not on `root_device` (a mount the mount table did
+/// not list, or one made since it was read). Files and symlinks are never
+/// "on another filesystem": only a directory can be a mount point that
+/// leads elsewhere.
+fn on_another_filesystem(entry: &walkdir::DirEntry, root_device: Option<u64>) -> bool {
+    let Some(root_device) = root_device else {
+        return false;
+    };
+    entry.file_type().is_dir() && entry.metadata().is_ok_and(|meta| meta.dev() != root_device)
 }
 
 /// Used bytes of the source root: statfs when it is a whole mounted
