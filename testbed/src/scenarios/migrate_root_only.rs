@@ -32,6 +32,20 @@ pub fn run(images: &ImageSet) -> Result<()> {
         "the guest did not reboot after migrating: {:?}",
         first.record.ending
     );
+    // The plan's scan of the live root counted what `find -xdev` sees
+    // (a scan that stopped at the first mount point once planned a root
+    // of 4 KiB, and its space check could not refuse a small disk).
+    let counted = |name: &str| -> Result<u64> {
+        f.get(name)
+            .with_context(|| format!("no {name}"))?
+            .parse()
+            .with_context(|| format!("{name} is not a number"))
+    };
+    let (planned, found) = (counted("plan_copy_files")?, counted("root_files")?);
+    ensure!(
+        planned * 10 >= found * 9 && found > 1000,
+        "the plan counted {planned} files of the live root; find -xdev counts {found}"
+    );
     let disk_id = f.get("plan_disk_id").context("no plan_disk_id")?.clone();
     let root_partuuid = f
         .get("plan_root_partuuid")

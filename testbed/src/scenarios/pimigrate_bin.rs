@@ -34,6 +34,8 @@ journal=/var/lib/pimigrate/migration.json
 echo "plan_disk_id=$(jq -r .plan.table.disk_id "$journal")"
 echo "plan_root_partuuid=$(jq -r '.plan.table.partitions[] | select(.role == "root") | .partuuid' "$journal")"
 echo "plan_boot_partuuid=$(jq -r '[.plan.table.partitions[] | select(.role == "boot") | .partuuid][0] // ""' "$journal")"
+echo "plan_copy_files=$(jq -r .plan.copy.files "$journal")"
+echo "root_files=$(find / -xdev ! -type d | wc -l)"
 "#;
 
 /// A job snippet that fails unless every PARTUUID and filesystem UUID of
