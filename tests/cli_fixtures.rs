@@ -632,7 +632,10 @@ fn quiet_and_verbose_change_how_much_is_said() {
     let plan = ["plan", "--target", "/dev/sda", "--seed", "7", "--no-trial"];
     let normal = stdout(&on_fixture("pi4", &plan));
     let verbose = stdout(&on_fixture("pi4", &[&["-v"][..], &plan].concat()));
-    assert!(normal.contains("leaves out /lost+found, /var/swap"), "{normal}");
+    assert!(
+        normal.contains("leaves out /lost+found, /var/swap"),
+        "{normal}"
+    );
     assert!(
         verbose.contains("leaves out /lost+found (mkfs.ext4 creates a fresh one)"),
         "{verbose}"
