@@ -107,6 +107,20 @@ impl Terminal {
         screen
     }
 
+    /// The screen with its colours and attributes, as SGR escapes.
+    fn styled_screen(&self) -> String {
+        self.tmux(&[
+            "capture-pane",
+            "-p",
+            "-e",
+            "-J",
+            "-S",
+            "-500",
+            "-t",
+            SESSION,
+        ])
+    }
+
     fn cursor_visible(&self) -> bool {
         self.tmux(&["display-message", "-p", "-t", SESSION, "#{cursor_flag}"])
             .trim()
@@ -244,4 +258,39 @@ fn the_wrong_name_at_the_confirmation_writes_nothing() {
     );
     assert!(screen.contains("EXITED rc=1"), "{screen}");
     assert_eq!(before, snapshot(&root), "the fixture changed");
+}
+
+/// SGR escapes that set a colour or an attribute (not the resets tmux
+/// writes between cells).
+fn styles(screen: &str) -> usize {
+    screen.matches("\x1b[").count()
+        - ["\x1b[0m", "\x1b[39m", "\x1b[49m", "\x1b[m"]
+            .iter()
+            .map(|reset| screen.matches(reset).count())
+            .sum::<usize>()
+}
+
+#[test]
+fn no_color_makes_the_prompts_plain() {
+    let screen_of = |name: &str, env: &str| {
+        let command = format!("env {env} {}", pimigrate_on("pi4", "wizard"));
+        let term = Terminal::start(name, &command)?;
+        term.wait_for("Benchmark the drives first?");
+        let screen = term.styled_screen();
+        term.press(&["Escape"]);
+        term.assert_stopped();
+        Some(screen)
+    };
+    let Some(coloured) = screen_of("colour", "TERM=xterm-256color") else {
+        return;
+    };
+    let Some(plain) = screen_of("no-color", "TERM=xterm-256color NO_COLOR=1") else {
+        return;
+    };
+    // The check can fail: the same prompt is styled without NO_COLOR.
+    assert!(
+        styles(&coloured) > 0,
+        "no styles without NO_COLOR:\n{coloured:?}"
+    );
+    assert_eq!(styles(&plain), 0, "styled despite NO_COLOR:\n{plain:?}");
 }
