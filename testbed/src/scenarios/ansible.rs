@@ -12,7 +12,9 @@
 //! firmware stand-in passes (`job/tryboot`), and the playbook gets
 //! `pimigrate_verify_args: [--sysroot, /run/tb-sysroot]`, as migrate-trial
 //! does. The emulated Pi's firmware cannot be identified either, so
-//! `pimigrate_trial: always`.
+//! `pimigrate_trial: always`. All the playbook's variables reach it through
+//! the inventory (as host variables), not `-e`: the role's defaults must
+//! yield to inventory, as a fleet's per-host settings need.
 
 use super::fleet::{Fleet, Ssh, JOB};
 use super::pimigrate_bin::TRIAL_SYSROOT;
