@@ -16,9 +16,9 @@
 //! the inventory (as host variables), not `-e`: the role's defaults must
 //! yield to inventory, as a fleet's per-host settings need.
 
-use super::fleet::{Fleet, Ssh, JOB};
+use super::fleet::{Fleet, JOB};
 use super::pimigrate_bin::TRIAL_SYSROOT;
-use super::{expect_fact, facts, PROBE};
+use super::PROBE;
 use crate::{fat, mbr, Bus, ImageSet, Pi};
 use anyhow::{ensure, Context, Result};
 use std::time::Duration;
@@ -35,18 +35,10 @@ pub fn run(images: &ImageSet) -> Result<()> {
     let fleet = Fleet::prepare(&pi)?;
     let logs = pi.logs.clone();
     let work = pi.work.clone();
-    let job =
-        format!("{JOB}{TRIAL_SYSROOT}echo \"sshd=$(systemctl is-active ssh || true)\"\n{PROBE}");
+    let job = format!("{JOB}{TRIAL_SYSROOT}{PROBE}");
 
     let (root_partuuid, boots) = pi.serve(&job, |live| {
-        let first = live.wait_job(Duration::from_secs(15 * 60))?;
-        let f = facts(&first.check("the first boot's job")?.stdout);
-        expect_fact(&f, "sshd", "active")?;
-        let ssh = Ssh::new(live, &fleet.key);
-        // The guest took a DHCP lease and sshd answers with the key.
-        ssh.run("true")
-            .context("sshd in the guest does not answer")?;
-        let inventory = fleet.write_inventory(&work, live, &fleet.host_vars())?;
+        let (ssh, inventory) = fleet.connect(live, &work)?;
 
         let (recap, _) = fleet.play(&inventory, &logs.join("ansible-1.log"))?;
         ensure!(
@@ -66,10 +58,7 @@ pub fn run(images: &ImageSet) -> Result<()> {
             "after the first run the root is {root:?}, not the SSD /dev/{ssd}1"
         );
         let root_partuuid = ssh.run("lsblk -no PARTUUID \"$(findmnt -no SOURCE /)\"")?;
-        let planned = ssh.run(
-            "jq -r '.plan.table.partitions[] | select(.role == \"root\") | .partuuid' \
-             /var/lib/pimigrate/migration.json",
-        )?;
+        let planned = ssh.planned_root_partuuid("/var/lib/pimigrate/migration.json")?;
         ensure!(
             root_partuuid.eq_ignore_ascii_case(&planned),
             "root PARTUUID {root_partuuid} is not the plan's {planned}"

@@ -18,9 +18,9 @@
 //! `cmdline.txt` is unchanged and `tryboot.txt` and the trial's cmdline
 //! file are gone.
 
-use super::fleet::{Fleet, Ssh, JOB};
+use super::facts;
+use super::fleet::{Fleet, JOB};
 use super::pimigrate_bin::TRIAL_SYSROOT;
-use super::{expect_fact, facts};
 use crate::{fat, mbr, Bus, ImageSet, Pi};
 use anyhow::{ensure, Context, Result};
 use std::time::Duration;
@@ -51,26 +51,18 @@ pub fn run(images: &ImageSet) -> Result<()> {
     let sd_boot = mbr::partition_of(&sd, 1)?;
     let scratch = pi.work.join("fat-scratch");
     let pristine = fat::snapshot(&sd, &sd_boot, &scratch)?;
-    let pristine_cmdline = pristine
-        .get("cmdline.txt")
-        .context("the pristine SD card has no cmdline.txt")?
-        .clone();
+    ensure!(
+        pristine.contains_key("cmdline.txt"),
+        "the pristine SD card has no cmdline.txt"
+    );
 
     let fleet = Fleet::prepare(&pi)?;
     let logs = pi.logs.clone();
     let work = pi.work.clone();
-    let job = format!(
-        "{JOB}{TRIAL_SYSROOT}{CLONE_ON_TRIAL}echo \"sshd=$(systemctl is-active ssh || true)\"\n"
-    );
+    let job = format!("{JOB}{TRIAL_SYSROOT}{CLONE_ON_TRIAL}");
 
     let ((root_partuuid, trial_cmdline), boots) = pi.serve(&job, |live| {
-        let first = live.wait_job(Duration::from_secs(15 * 60))?;
-        let f = facts(&first.check("the first boot's job")?.stdout);
-        expect_fact(&f, "sshd", "active")?;
-        let ssh = Ssh::new(live, &fleet.key);
-        ssh.run("true")
-            .context("sshd in the guest does not answer")?;
-        let inventory = fleet.write_inventory(&work, live, &fleet.host_vars())?;
+        let (ssh, inventory) = fleet.connect(live, &work)?;
 
         let log = logs.join("ansible-1.log");
         let (recap, output) = fleet.play(&inventory, &log)?;
@@ -87,9 +79,7 @@ pub fn run(images: &ImageSet) -> Result<()> {
             ssh.run("test -e /var/lib/pimigrate/migration.json && echo yes || echo no")? == "no",
             "the journal is still active after the rollback"
         );
-        let root_partuuid = ssh.run(&format!(
-            "jq -r '.plan.table.partitions[] | select(.role == \"root\") | .partuuid' {journal}"
-        ))?;
+        let root_partuuid = ssh.planned_root_partuuid(journal)?;
         let trial_cmdline = ssh.run(&format!("jq -r .plan.trial_boot.cmdline_file {journal}"))?;
         ensure!(
             output.contains("ids-unique")
@@ -151,7 +141,7 @@ pub fn run(images: &ImageSet) -> Result<()> {
 
     let after = fat::snapshot(&sd, &sd_boot, &scratch)?;
     ensure!(
-        after.get("cmdline.txt") == Some(&pristine_cmdline),
+        after.get("cmdline.txt") == pristine.get("cmdline.txt"),
         "the SD card's cmdline.txt changed: {:?}",
         after.get("cmdline.txt").map(|b| String::from_utf8_lossy(b))
     );

@@ -3,6 +3,7 @@
 //! inventory carrying the playbook's variables, `ansible-playbook` runs
 //! with their recap, and commands in the guest over SSH.
 
+use super::{expect_fact, facts};
 use crate::live::Live;
 use crate::pi::target_dir;
 use crate::Pi;
@@ -12,12 +13,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// The start of the job of every boot: the host's key for root, and the
-/// firmware's trial flag (what the testbed's firmware booted) where
-/// `verify --sysroot` looks for it (`TRIAL_SYSROOT` reads `tryboot_flag`).
+/// The start of the job of every boot: the host's key for root, whether
+/// sshd runs (`sshd=`, for [`Fleet::connect`]), and the firmware's trial
+/// flag (what the testbed's firmware booted) for `TRIAL_SYSROOT`, which
+/// puts it where `verify --sysroot` looks.
 pub const JOB: &str = r#"
 install -d -m 700 /root/.ssh
 install -m 600 "$TESTBED/job/authorized_keys" /root/.ssh/authorized_keys
+echo "sshd=$(systemctl is-active ssh || true)"
 tryboot_flag=$(cat "$TESTBED/job/tryboot")
 "#;
 
@@ -60,14 +63,28 @@ impl Fleet {
         // Every run must install the same package: a copy taken now, since
         // the build in target/ may be replaced while a long run goes on.
         let package = pi.work.join("pimigrate");
-        std::fs::copy(&built, &package).with_context(|| {
-            format!("cannot copy {} to {}", built.display(), package.display())
-        })?;
+        std::fs::copy(&built, &package)
+            .with_context(|| format!("cannot copy {} to {}", built.display(), package.display()))?;
         Ok(Fleet {
             playbook_bin,
             key,
             package,
         })
+    }
+
+    /// Waits for the first boot's job, checks that sshd runs and answers
+    /// with the key, and writes the inventory (with [`Fleet::host_vars`])
+    /// in `work`.
+    pub fn connect(&self, live: &Live, work: &Path) -> Result<(Ssh, PathBuf)> {
+        let first = live.wait_job(Duration::from_secs(15 * 60))?;
+        let f = facts(&first.check("the first boot's job")?.stdout);
+        expect_fact(&f, "sshd", "active")?;
+        let ssh = Ssh::new(live, &self.key);
+        // The guest took a DHCP lease and sshd answers with the key.
+        ssh.run("true")
+            .context("sshd in the guest does not answer")?;
+        let inventory = self.write_inventory(work, live, &self.host_vars())?;
+        Ok((ssh, inventory))
     }
 
     /// The variables every testbed run gives the playbook, through the
@@ -239,6 +256,13 @@ impl Ssh {
             String::from_utf8_lossy(&out.stderr).trim()
         );
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+
+    /// The PARTUUID the plan in the journal at `journal` gave the new root.
+    pub fn planned_root_partuuid(&self, journal: &str) -> Result<String> {
+        self.run(&format!(
+            "jq -r '.plan.table.partitions[] | select(.role == \"root\") | .partuuid' {journal}"
+        ))
     }
 }
 
