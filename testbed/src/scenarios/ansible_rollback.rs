@@ -73,6 +73,13 @@ pub fn run(images: &ImageSet) -> Result<()> {
             "expected the run to fail and be rescued (failed=1 rescued=1): {recap:?}; see {}",
             log.display()
         );
+        // The failure is the rescue's own report, not a task inside the
+        // rescue failing (that, too, counts failed=1 rescued=1).
+        ensure!(
+            output.contains("was rolled back; it runs from the SD card again"),
+            "the run did not end with the rescue's report; see {}",
+            log.display()
+        );
         // rollback retired the journal; the plan in it names the new root.
         let journal = "/var/lib/pimigrate/migration.rolled-back.json";
         ensure!(
