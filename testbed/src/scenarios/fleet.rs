@@ -20,6 +20,9 @@ use std::time::{Duration, Instant};
 pub const JOB: &str = r#"
 install -d -m 700 /root/.ssh
 install -m 600 "$TESTBED/job/authorized_keys" /root/.ssh/authorized_keys
+# The agent does not wait for sshd, which may still be starting: give it
+# two minutes before reporting.
+for _ in $(seq 120); do systemctl is-active -q ssh && break; sleep 1; done
 echo "sshd=$(systemctl is-active ssh || true)"
 tryboot_flag=$(cat "$TESTBED/job/tryboot")
 "#;
