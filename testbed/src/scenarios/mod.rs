@@ -9,9 +9,11 @@ use anyhow::{bail, Result};
 use std::collections::BTreeMap;
 
 mod ansible;
+mod ansible_rollback;
 mod boot_sd;
 mod copy_debian_root;
 mod disk_speed;
+mod fleet;
 mod migrate_full;
 mod migrate_root_only;
 mod migrate_trial;
@@ -106,6 +108,11 @@ pub fn all() -> Vec<Scenario> {
             name: "ansible",
             about: "examples/ansible/pimigrate.yml over SSH, twice: migrates to the USB SSD, trial-boots, commits; then changed=0",
             run: ansible::run,
+        },
+        Scenario {
+            name: "ansible-rollback",
+            about: "examples/ansible/pimigrate.yml with a clone of the new disk plugged in for the trial boot: verify --commit fails on the duplicate PARTUUID, the playbook rolls back and boots the SD card; its boot partition as before",
+            run: ansible_rollback::run,
         },
         Scenario {
             name: "trial-fails",

@@ -1,0 +1,172 @@
+//! The fleet playbook's rescue, for real: the trial boot comes up, but
+//! `verify --commit` fails, and the playbook must roll back and reboot the
+//! Pi onto its SD card.
+//!
+//! The cause is one a fleet meets: a clone of the new disk is plugged in.
+//! Besides the SD card (an older class 10 one) and the blank UAS SSD the
+//! Pi has a 64 MiB USB stick, too small to be a candidate, so `recommend`
+//! leaves it alone. The job of the trial boot only (`job/tryboot` = 1; the agent is a oneshot
+//! unit, so the playbook's `systemctl is-system-running --wait` waits for
+//! it) gives the stick a partition table with the SSD's MBR disk
+//! identifier: PARTUUID `<id>-01`, the new root, then exists twice and
+//! verify's `ids-unique` check fails naming it.
+//!
+//! Asserted: the run fails with recap failed=1 rescued=1 and its output
+//! names the duplicate PARTUUID; the Pi is back on the SD card's root; the
+//! SD card's boot partition (read from its image after the power-off) is
+//! file for file, byte for byte what it was before the playbook ran, so
+//! `cmdline.txt` is unchanged and `tryboot.txt` and the trial's cmdline
+//! file are gone.
+
+use super::facts;
+use super::fleet::{Fleet, JOB};
+use super::pimigrate_bin::TRIAL_SYSROOT;
+use crate::{fat, mbr, Bus, ImageSet, Pi};
+use anyhow::{ensure, Context, Result};
+use std::time::Duration;
+
+/// The trial boot's part of the job: the SSD's disk identifier on the
+/// stick (both found by serial), reported as `cloned_id=`.
+const CLONE_ON_TRIAL: &str = r#"
+if [ "$tryboot_flag" = 1 ]; then
+    disk() { echo "/dev/$(lsblk -dno NAME,SERIAL | awk -v s="$1" '$2 == s { print $1 }')"; }
+    ssd=$(disk TB-SSD); stick=$(disk TB-STICK)
+    [ -b "$ssd" ] && [ -b "$stick" ] || { echo "no SSD or stick"; lsblk; exit 1; }
+    sfdisk --dump "$ssd" | grep -qx 'label: dos' || { echo "the SSD has no MBR"; exit 1; }
+    id=$(sfdisk --dump "$ssd" | awk '$1 == "label-id:" { print $2 }')
+    printf 'label: dos\nlabel-id: %s\n,\n' "$id" | sfdisk -q "$stick"
+    udevadm settle
+    echo "cloned_id=$id"
+fi
+"#;
+
+pub fn run(images: &ImageSet) -> Result<()> {
+    let mut pi = Pi::new("ansible-rollback")?;
+    // The first boot holds the whole migration: benchmark, copy, and all.
+    pi.boot_limit = Duration::from_secs(60 * 60);
+    // An older, slower card than ansible's A1: this scenario is about the
+    // rescue, so the SSD must be the pick beyond doubt. With an A1 card
+    // on a loaded 2-core host, the quick benchmark measured the SSD at
+    // 2.0x, the threshold itself, and the run stopped before migrating.
+    pi.insert_sd_copy(&images.bookworm, "sd-c10")?;
+    pi.attach_blank("ssd", Bus::UsbUas, 8 << 30, "usb-ssd")?;
+    pi.attach_blank("stick", Bus::UsbStorage, 64 << 20, "usb-flash")?;
+    let sd = pi.disk("sd")?.image.clone();
+    let sd_boot = mbr::partition_of(&sd, 1)?;
+    let scratch = pi.work.join("fat-scratch");
+    let pristine = fat::snapshot(&sd, &sd_boot, &scratch)?;
+    ensure!(
+        pristine.contains_key("cmdline.txt"),
+        "the pristine SD card has no cmdline.txt"
+    );
+
+    let fleet = Fleet::prepare(&pi)?;
+    let logs = pi.logs.clone();
+    let work = pi.work.clone();
+    let job = format!("{JOB}{TRIAL_SYSROOT}{CLONE_ON_TRIAL}");
+
+    let ((root_partuuid, trial_cmdline), boots) = pi.serve(&job, |live| {
+        let (ssh, inventory) = fleet.connect(live, &work)?;
+
+        let log = logs.join("ansible-1.log");
+        let (recap, output) = fleet.play(&inventory, &log)?;
+        ensure!(
+            recap["failed"] == 1
+                && recap.get("rescued") == Some(&1)
+                && recap["unreachable"] == 0,
+            "expected the run to fail and be rescued (failed=1 rescued=1): {recap:?}; see {}",
+            log.display()
+        );
+        // The failure is the rescue's own report, not a task inside the
+        // rescue failing (that, too, counts failed=1 rescued=1).
+        ensure!(
+            output.contains("was rolled back; it runs from the SD card again"),
+            "the run did not end with the rescue's report; see {}",
+            log.display()
+        );
+        // rollback retired the journal; the plan in it names the new root.
+        let journal = "/var/lib/pimigrate/migration.rolled-back.json";
+        ensure!(
+            ssh.run("test -e /var/lib/pimigrate/migration.json && echo yes || echo no")? == "no",
+            "the journal is still active after the rollback"
+        );
+        let root_partuuid = ssh.planned_root_partuuid(journal)?;
+        let trial_cmdline = ssh.run(&format!("jq -r .plan.trial_boot.cmdline_file {journal}"))?;
+        ensure!(
+            output.contains("ids-unique")
+                && output
+                    .to_lowercase()
+                    .contains(&format!("partuuid={}", root_partuuid.to_lowercase())),
+            "the playbook's output does not name the duplicate PARTUUID {root_partuuid}; see {}",
+            log.display()
+        );
+        // The duplicate is real: the stick carries the new root's PARTUUID.
+        let stick_partuuid = ssh.run(
+            "lsblk -no PARTUUID /dev/$(lsblk -dno NAME,SERIAL | awk '$2 == \"TB-STICK\" { print $1 }')1",
+        )?;
+        ensure!(
+            stick_partuuid.eq_ignore_ascii_case(&root_partuuid),
+            "the stick's partition has PARTUUID {stick_partuuid:?}, not the new root's {root_partuuid}"
+        );
+        let root = ssh.run("findmnt -no SOURCE /")?;
+        ensure!(
+            root == "/dev/mmcblk0p2",
+            "after the rollback the root is {root:?}, not the SD card's /dev/mmcblk0p2"
+        );
+        // Power off cleanly so the disk images hold everything.
+        let _ = ssh.run("systemctl poweroff");
+        live.wait_ended(Duration::from_secs(5 * 60))?;
+        Ok((root_partuuid, trial_cmdline))
+    })?;
+
+    // Normal boots (more than one only when the harness had to power-cycle
+    // an emergency shell), the trial boot, then the rescue's reboot onto
+    // the SD card from config.txt.
+    let trial = boots
+        .iter()
+        .position(|b| b.spec.tryboot)
+        .context("there was no trial boot")?;
+    let specs: Vec<(&str, bool)> = boots
+        .iter()
+        .map(|b| (b.spec.config_file.as_str(), b.spec.tryboot))
+        .collect();
+    ensure!(
+        trial > 0
+            && boots[trial].spec.config_file == "tryboot.txt"
+            && specs
+                .iter()
+                .enumerate()
+                .all(|(i, s)| i == trial || *s == ("config.txt", false))
+            && trial + 1 < boots.len(),
+        "expected normal boots, one trial boot, then a normal boot: {specs:?}"
+    );
+    let f = facts(&boots[trial].job_ok()?.stdout);
+    let cloned = f.get("cloned_id").context("the trial boot cloned no id")?;
+    let cloned_hex = cloned.to_lowercase();
+    ensure!(
+        root_partuuid
+            .to_lowercase()
+            .starts_with(cloned_hex.trim_start_matches("0x")),
+        "the stick got disk id {cloned}, which is not the new root {root_partuuid}'s"
+    );
+
+    let after = fat::snapshot(&sd, &sd_boot, &scratch)?;
+    ensure!(
+        after.get("cmdline.txt") == pristine.get("cmdline.txt"),
+        "the SD card's cmdline.txt changed: {:?}",
+        after.get("cmdline.txt").map(|b| String::from_utf8_lossy(b))
+    );
+    let trial_cmdline = trial_cmdline.trim_start_matches('/');
+    for gone in ["tryboot.txt", trial_cmdline] {
+        ensure!(
+            !after.contains_key(gone),
+            "{gone} is still on the SD card after the rollback"
+        );
+    }
+    let diff = fat::snapshot_diff(&pristine, &after);
+    ensure!(
+        diff.is_empty(),
+        "after the rollback the SD card's boot partition differs from before: {diff:?}"
+    );
+    Ok(())
+}
