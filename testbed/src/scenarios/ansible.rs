@@ -1,6 +1,6 @@
 //! The fleet playbook (`examples/ansible/pimigrate.yml`) run by
 //! `ansible-playbook` on the host against the guest over SSH on a loopback
-//! port forward, twice. The Pi has an A1 SD card and a blank UAS SSD. The
+//! port forward, twice. The Pi has an older class 10 SD card and a blank UAS SSD. The
 //! first run installs pimigrate, benchmarks (the blank SSD destructively),
 //! picks the SSD from `recommend --json`, migrates with a trial boot,
 //! reboots with `"0 tryboot"` through the long-running harness, and commits
@@ -27,7 +27,11 @@ pub fn run(images: &ImageSet) -> Result<()> {
     let mut pi = Pi::new("ansible")?;
     // The first boot holds the whole first run: benchmark, copy, and all.
     pi.boot_limit = Duration::from_secs(60 * 60);
-    pi.insert_sd_copy(&images.bookworm, "sd-a1")?;
+    // An older class 10 card, as in ansible-rollback: with an A1 card on a
+    // loaded 2-core host the quick benchmark has measured the emulated SSD
+    // at 2.0x the card, the pick threshold itself, and nothing was picked.
+    // This scenario tests the playbook, not where that threshold falls.
+    pi.insert_sd_copy(&images.bookworm, "sd-c10")?;
     pi.attach_blank("ssd", Bus::UsbUas, 8 << 30, "usb-ssd")?;
     let sd = pi.disk("sd")?.image.clone();
     let sd_boot = mbr::partition_of(&sd, 1)?;
