@@ -306,6 +306,12 @@ pub struct RecommendArgs {
     #[arg(long, value_name = "S", value_parser = crate::bench::suite::parse_runtime)]
     pub runtime: Option<f64>,
 
+    /// Size of each drive's test file (e.g. 64M): smaller writes less to a
+    /// worn SD card and lays out sooner on a slow one, but too small a file
+    /// measures the drive's cache.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub size: Option<u64>,
+
     /// Only use saved reports, never benchmark: drives without a fresh
     /// report are listed as not measured.
     #[arg(long, conflicts_with = "fresh")]

@@ -95,8 +95,8 @@ pub fn rank_drives(
             system,
             host,
             options: RunOptions {
-                params: SuiteParams::new(preset, args.runtime, None),
-                size_given: None,
+                params: SuiteParams::new(preset, args.runtime, args.size),
+                size_given: args.size,
                 engine: engine::choose(None)?,
                 only: Vec::new(),
                 existing_file: None,

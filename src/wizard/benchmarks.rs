@@ -24,6 +24,7 @@ pub(super) fn compare(wizard: &Wizard) -> Result<Option<Recommendation>> {
     let args = RecommendArgs {
         quick,
         runtime: None,
+        size: None,
         // Fresh saved reports are reused, as `recommend` does: measuring
         // costs time and flash endurance.
         reuse: false,
