@@ -1,6 +1,6 @@
 //! Mount guards on real mounts (root).
 
-mod common;
+use crate::common;
 
 use pimigrate::apply::mount::{bind_read_only, mount_device};
 use std::process::Command;

@@ -1,7 +1,7 @@
 //! `pimigrate devices` and `plan`, end to end, on fixture machines: real
 //! sysfs/procfs/udev layouts of a Pi 4, Pi 5, Pi 3B, Pi Zero and a non-Pi.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::Value;

@@ -2,7 +2,7 @@
 //! the one docs/json.md documents. Runs on the fixture machines (the bench
 //! on a small test file in /var/tmp), so nothing is written to a disk.
 
-mod common;
+use crate::common;
 
 use common::*;
 use pimigrate::apply::journal::{Journal, Step};

@@ -1,7 +1,7 @@
 //! `devices` and `plan` on this machine's real block devices: sparse image
 //! files on loop devices, real ext4 from mkfs, real mounts. Needs root.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::Value;

@@ -2,7 +2,7 @@
 //! files are the old or the new version, never half of one; the source is
 //! unchanged; `migrate --resume` finishes it and `rollback` undoes it.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::os::unix::process::ExitStatusExt;

@@ -2,7 +2,7 @@
 //! root tree copied onto a sparse loop-device "SSD" with a real partition
 //! table and real ext4. (Booting the result is the testbed's job.)
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::Value;

@@ -1,6 +1,6 @@
 //! Planner refusals that need a system state no fixture machine has.
 
-mod common;
+use crate::common;
 
 use pimigrate::host::Host;
 use pimigrate::plan::{plan, Options};

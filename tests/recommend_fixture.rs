@@ -4,7 +4,7 @@
 //! The fixture is copied to a temporary directory, whose state directory
 //! holds the reports: with --sysroot, --state-dir is a path inside it.
 
-mod common;
+use crate::common;
 
 use common::*;
 use pimigrate::bench::dio::{AlignmentSource, DirectIoAlignment};

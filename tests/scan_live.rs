@@ -3,7 +3,7 @@
 //! the walk must skip each mount point and go on with the rest. Needs root
 //! (tmpfs mounts).
 
-mod common;
+use crate::common;
 
 use common::require_root;
 use pimigrate::host::Host;

@@ -2,7 +2,7 @@
 //! twice on a directory (short runtime), and verify's comparison of the
 //! two saved reports is checked figure by figure.
 
-mod common;
+use crate::common;
 
 use common::*;
 use pimigrate::bench::report;

@@ -4,7 +4,7 @@
 //! (its plan made by `pimigrate plan` on the "pi4" machine, with the seed
 //! and disk signature the fixture's ids come from), and breaks one thing.
 
-mod common;
+use crate::common;
 
 use common::*;
 use pimigrate::apply::journal::{Journal, Step};

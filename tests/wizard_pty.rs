@@ -1,7 +1,7 @@
 //! The wizard as a person meets it: the real binary in a terminal (tmux),
 //! answered with keys, including Esc and Ctrl-C at a prompt.
 
-mod common;
+use crate::common;
 
 use common::fixture;
 use std::collections::BTreeMap;

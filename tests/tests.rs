@@ -1,0 +1,31 @@
+//! The integration tests, one binary (as ripgrep has them): the crate is
+//! linked once instead of once a file. Each module is the file of its name
+//! in this folder, whose first lines say more. Modules marked "root" use
+//! loop devices and mounts and fail loudly without root under CI=true;
+//! "terminal" ones drive the real binary in tmux.
+//!
+//! One module alone: `cargo test --test tests cli_fixtures::`.
+
+mod common;
+
+// The binary on fixture machines and on files: no privileges.
+mod assets; // what the .deb installs
+mod bootcfg_realworld; // boot files as real systems ship them
+mod cli_fixtures; // devices and plan on fixture sysfs trees
+mod json_schemas; // every --json document and its schema
+mod planner_lib; // planner refusals no fixture machine reaches
+mod recommend_fixture; // recommend from saved reports
+mod verify_fixture; // verify on the migrated Pi 4 fixture
+
+// Live on this machine (root).
+mod apply_mounts; // mount guards on real mounts
+mod bench_host; // bench on directories and loop devices
+mod copy_fidelity; // the copier on real ext4
+mod live_loop; // devices and plan on real loop devices
+mod migrate_faults; // a migration killed at every failure point
+mod migrate_host; // migrate and rollback on a loop-device SSD
+mod scan_live; // the source scan across mount points
+mod verify_bench_host; // before/after on real benchmark runs
+
+// In a terminal (tmux).
+mod wizard_pty; // the wizard answered with keys
