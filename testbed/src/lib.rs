@@ -26,6 +26,7 @@ pub mod firmware;
 pub mod image;
 pub mod inspect;
 pub mod live;
+pub mod load;
 pub mod mbr;
 pub mod pi;
 pub mod profiles;

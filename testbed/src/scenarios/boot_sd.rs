@@ -7,7 +7,7 @@ use anyhow::{ensure, Result};
 /// Bookworm layout: boot partition at /boot/firmware.
 pub fn bookworm(images: &ImageSet) -> Result<()> {
     let mut pi = Pi::new("sd-boot")?;
-    pi.insert_sd_copy(&images.bookworm, "sd-a1")?;
+    pi.insert_sd_copy(&images.bookworm, super::UNTIMED_SD)?;
     pi.attach_blank("ssd", Bus::UsbUas, 8 << 30, "usb-ssd")?;
     let boot = pi.run(PROBE, After::PowerOff)?;
     ensure!(
@@ -58,7 +58,7 @@ pub fn bookworm(images: &ImageSet) -> Result<()> {
 /// Bullseye layout: the boot partition is /boot itself.
 pub fn bullseye(images: &ImageSet) -> Result<()> {
     let mut pi = Pi::new("sd-boot-bullseye")?;
-    pi.insert_sd_copy(&images.bullseye, "sd-a1")?;
+    pi.insert_sd_copy(&images.bullseye, super::UNTIMED_SD)?;
     let boot = pi.run(PROBE, After::PowerOff)?;
     let f = facts(&boot.job_ok()?.stdout);
     expect_fact(&f, "root", "/dev/mmcblk0p2")?;

@@ -94,12 +94,16 @@ impl Fleet {
     /// inventory as a fleet would (role defaults must yield to them):
     /// the package, and the two accommodations for an x86 guest playing a
     /// Pi (no identifiable firmware: `trial: always`; no device tree: the
-    /// job's `/run/tb-sysroot` for verify).
+    /// job's `/run/tb-sysroot` for verify), and a 32 MiB test file: the
+    /// emulated class 10 card writes about 0.6 MB/s, so the quick suite's
+    /// 256 MiB took 7 of the first run's 12 minutes just to lay out, and
+    /// the throttle limits each request whatever the file's size.
     pub fn host_vars(&self) -> serde_json::Value {
         serde_json::json!({
             "pimigrate_package": self.package,
             "pimigrate_trial": "always",
             "pimigrate_verify_args": ["--sysroot", "/run/tb-sysroot"],
+            "pimigrate_bench_args": ["--size", "32M"],
         })
     }
 

@@ -11,7 +11,7 @@ use anyhow::{ensure, Context, Result};
 
 pub fn run(images: &ImageSet) -> Result<()> {
     let mut pi = Pi::new("migrate-root-only")?;
-    pi.insert_sd_copy(&images.bookworm, "sd-a1")?;
+    pi.insert_sd_copy(&images.bookworm, super::UNTIMED_SD)?;
     pi.attach_blank("ssd", crate::Bus::UsbUas, 8 << 30, "usb-ssd")?;
     pimigrate_bin::place(&pi)?;
     let sd = pi.disk("sd")?.image.clone();

@@ -16,7 +16,7 @@ use anyhow::{ensure, Context, Result};
 
 pub fn run(images: &ImageSet) -> Result<()> {
     let mut pi = Pi::new("migrate-trial")?;
-    pi.insert_sd_copy(&images.bookworm, "sd-a1")?;
+    pi.insert_sd_copy(&images.bookworm, super::UNTIMED_SD)?;
     pi.attach_blank("nvme", Bus::Nvme, 8 << 30, "nvme")?;
     pimigrate_bin::place(&pi)?;
     let sd = pi.disk("sd")?.image.clone();

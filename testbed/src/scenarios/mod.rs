@@ -32,6 +32,9 @@ pub struct Scenario {
     pub name: &'static str,
     pub about: &'static str,
     pub run: fn(&ImageSet) -> Result<()>,
+    /// Measures speed (benchmarks decide what it asserts), so it runs
+    /// with no other scenario beside it.
+    pub alone: bool,
 }
 
 /// Every scenario, in the order the suite runs them.
@@ -42,90 +45,113 @@ pub fn all() -> Vec<Scenario> {
             about:
                 "bookworm SD card boots: root mmcblk0p2, /boot/firmware mmcblk0p1, SSD seen on usb",
             run: boot_sd::bookworm,
+            alone: false,
         },
         Scenario {
             name: "sd-boot-bullseye",
             about: "bullseye layout boots: the boot partition mounted at /boot",
             run: boot_sd::bullseye,
+            alone: false,
         },
         Scenario {
             name: "usb-boot",
             about:
                 "SD card removed: the firmware boots the USB SSD; root sda2, /boot/firmware sda1",
             run: usb_boot::run,
+            alone: false,
         },
         Scenario {
             name: "reference-migration",
             about: "root moved to a USB SSD with sfdisk/mkfs/rsync/sed, reboot, root on sda1",
             run: reference_migration::run,
+            alone: false,
         },
         Scenario {
             name: "disk-speed",
             about: "fio in the guest measures each throttled disk at its profile's speed",
             run: disk_speed::run,
+            alone: true,
         },
         Scenario {
             name: "tryboot",
             about: "reboot \"0 tryboot\" boots tryboot.txt once; a power cut then boots config.txt",
             run: tryboot::run,
+            alone: false,
         },
         Scenario {
             name: "copy-debian-root",
             about: "host only: the copier on the guest image's Debian root; rsync -naHAXc finds nothing to do",
             run: copy_debian_root::run,
+            alone: false,
         },
         Scenario {
             name: "migrate-root-only",
             about: "pimigrate migrate --no-trial to a USB SSD, reboot, verify; rollback, reboot on the SD",
             run: migrate_root_only::run,
+            alone: false,
         },
         Scenario {
             name: "migrate-trial",
             about: "pimigrate migrate --trial always to NVMe (GPT): trial boot on NVMe, verify --commit, normal boot on NVMe",
             run: migrate_trial::run,
+            alone: false,
         },
         Scenario {
             name: "migrate-full",
             about: "pimigrate migrate --layout full to a USB SSD (MBR), SD card out: boots the SSD, root sda2",
             run: migrate_full::run,
+            alone: false,
         },
         Scenario {
             name: wizard_story::NAME,
             about: "the whole story: wizard --yes --quick --trial (SD, flash drive, SSD), trial boot, verify --commit, normal boot on the SSD, faster than the SD",
             run: wizard_story::run,
+            alone: true,
         },
         Scenario {
             name: "wizard-pty",
             about: "pimigrate with no arguments in an 80x24 tmux terminal, answered by reading the screen: Ctrl-C at the typed confirmation leaves the SSD blank; then through to the migration, reboot, root on the SSD",
             run: wizard_pty::run,
+            alone: false,
         },
         Scenario {
             name: "recommend",
             about: "pimigrate recommend --quick: picks the USB SSD, warns the flash drive writes slower than the SD",
             run: recommend::run,
+            alone: true,
         },
         Scenario {
             name: "ansible",
             about: "examples/ansible/pimigrate.yml over SSH, twice: migrates to the USB SSD, trial-boots, commits; then changed=0",
             run: ansible::run,
+            alone: false,
         },
         Scenario {
             name: "ansible-rollback",
             about: "examples/ansible/pimigrate.yml with a clone of the new disk plugged in for the trial boot: verify --commit fails on the duplicate PARTUUID, the playbook rolls back and boots the SD card; its boot partition as before",
             run: ansible_rollback::run,
+            alone: false,
         },
         Scenario {
             name: "trial-fails",
             about: "pimigrate migrate --trial always to a USB SSD, SSD gone for the trial boot: a power cycle boots the SD as before; verify says how to roll back, rollback removes the trial files",
             run: trial_fails::run,
+            alone: false,
         },
         Scenario {
             name: "unplug-mid-copy",
             about: "USB SSD unplugged (QMP device_del) while pimigrate copies: a clear error, SD boot files untouched, the SD boots; plugged in again, migrate --resume finishes and the SSD boots",
             run: unplug_mid_copy::run,
+            alone: false,
         },
     ]
 }
+
+/// The SD card of scenarios that time nothing: QEMU's card with no
+/// throttle (`testbed/profiles.tsv`), whose reads are about three times
+/// those of `sd-a1` under emulation, and still below a real A1 card's. The
+/// scenarios that measure or rank the card keep `sd-a1` or `sd-c10`.
+pub const UNTIMED_SD: &str = "sd-unthrottled";
 
 /// `key=value` lines of a job's output (other lines are ignored).
 pub fn facts(stdout: &str) -> BTreeMap<String, String> {

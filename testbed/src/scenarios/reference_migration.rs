@@ -48,7 +48,7 @@ sync
 
 pub fn run(images: &ImageSet) -> Result<()> {
     let mut pi = Pi::new("reference-migration")?;
-    pi.insert_sd_copy(&images.bookworm, "sd-a1")?;
+    pi.insert_sd_copy(&images.bookworm, super::UNTIMED_SD)?;
     pi.attach_blank("ssd", Bus::UsbUas, 8 << 30, "usb-ssd")?;
 
     let first = pi.run(&migrate_script(&images.bookworm_signature), After::Reboot)?;

@@ -26,7 +26,7 @@ const GAVE_UP: [&str; 3] = [
 
 pub fn run(images: &ImageSet) -> Result<()> {
     let mut pi = Pi::new("trial-fails")?;
-    pi.insert_sd_copy(&images.bookworm, "sd-a1")?;
+    pi.insert_sd_copy(&images.bookworm, super::UNTIMED_SD)?;
     pi.attach_blank("ssd", Bus::UsbUas, 8 << 30, "usb-ssd")?;
     pimigrate_bin::place(&pi)?;
     let sd = pi.disk("sd")?.image.clone();

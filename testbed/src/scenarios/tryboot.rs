@@ -23,7 +23,7 @@ sync
 
 pub fn run(images: &ImageSet) -> Result<()> {
     let mut pi = Pi::new("tryboot")?;
-    pi.insert_sd_copy(&images.bookworm, "sd-a1")?;
+    pi.insert_sd_copy(&images.bookworm, super::UNTIMED_SD)?;
 
     let first = pi.run(&prepare(), After::Tryboot)?;
     first.job_ok()?;

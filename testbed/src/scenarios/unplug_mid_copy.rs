@@ -30,7 +30,7 @@ echo "mounts_left=$(findmnt -rn -o TARGET | grep -c '^/run/pimigrate' || true)"
 
 pub fn run(images: &ImageSet) -> Result<()> {
     let mut pi = Pi::new("unplug-mid-copy")?;
-    pi.insert_sd_copy(&images.bookworm, "sd-a1")?;
+    pi.insert_sd_copy(&images.bookworm, super::UNTIMED_SD)?;
     pi.attach_blank("ssd", Bus::UsbUas, 8 << 30, "usb-ssd")?;
     pimigrate_bin::place(&pi)?;
     let unplug = pi.prepare_unplug("ssd")?;

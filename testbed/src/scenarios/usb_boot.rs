@@ -7,7 +7,7 @@ use anyhow::{ensure, Result};
 
 pub fn run(images: &ImageSet) -> Result<()> {
     let mut pi = Pi::new("usb-boot")?;
-    pi.insert_sd_copy(&images.bookworm, "sd-a1")?;
+    pi.insert_sd_copy(&images.bookworm, super::UNTIMED_SD)?;
     let ssd_image = pi.work.join("ssd.img");
     pi.attach(Disk::copy_of(
         &images.bookworm,

@@ -82,7 +82,7 @@ term_stop
 
 pub fn run(images: &ImageSet) -> Result<()> {
     let mut pi = Pi::new("wizard-pty")?;
-    pi.insert_sd_copy(&images.bookworm, "sd-a1")?;
+    pi.insert_sd_copy(&images.bookworm, super::UNTIMED_SD)?;
     pi.attach_blank("ssd", Bus::UsbUas, 8 << 30, "usb-ssd")?;
     pimigrate_bin::place(&pi)?;
     pi.share().place_file("wizard_pty.sh", DRIVER.as_bytes())?;
