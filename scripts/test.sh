@@ -1,24 +1,30 @@
 #!/usr/bin/env bash
 # Every test of pimigrate. On a fresh Debian or Ubuntu machine it installs
-# what it needs, then runs:
+# what it needs, then runs, each as a timed phase:
 #   1. formatting and lints: cargo fmt --check, cargo clippy -D warnings
 #   2. cargo test for the workspace: unit tests, the fixture machines, and
 #      the live tests on loop devices and real ext4 (these need root)
 #   3. the Debian package: built and inspected (scripts/check-deb.sh)
 #   4. the emulated Raspberry Pi testbed (QEMU) scenarios
 #
-#   sudo ./scripts/test.sh                 everything
-#   sudo ./scripts/test.sh --no-testbed    steps 1 to 3 only (a quicker loop)
+#   sudo ./scripts/test.sh                 everything (what CI runs)
+#   sudo ./scripts/test.sh --quick         lints, cargo tests and one boot
+#                                          scenario: the loop while developing
+#   sudo ./scripts/test.sh --no-testbed    steps 1 to 3 only
 #
-# The last line counts every test: `all tests: N passed, N failed`.
+# It ends with a time table, every phase and every testbed scenario with
+# its seconds (also kept in target/test-times.tsv, from which
+# scripts/times-doc.sh rewrites docs/testbed.md's Times section), and the
+# line that counts every test: `all tests: N passed, N failed`.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib.sh
 
-run_testbed=yes
+mode=all
 for arg in "$@"; do
     case $arg in
-        --no-testbed) run_testbed=no ;;
+        --quick) mode=quick ;;
+        --no-testbed) mode=no-testbed ;;
         *) die "unknown option $arg (see the comment at the top of $0)" ;;
     esac
 done
@@ -35,13 +41,32 @@ if [[ ${CI:-} == true ]]; then
     export CARGO_INCREMENTAL=0 CARGO_PROFILE_DEV_DEBUG=line-tables-only
 fi
 
-ensure_build_tools
-ensure_packages mkfs.ext4=e2fsprogs losetup=mount mkfs.vfat=dosfstools mcopy=mtools sfdisk=fdisk \
-    rsync=rsync setfacl=acl getfattr=attr setcap=libcap2-bin fio=fio tmux=tmux groff=groff-base
+target_dir=${CARGO_TARGET_DIR:-$PWD/target}
+mkdir -p "$target_dir"
+# One row a phase: name, seconds, ok/FAILED. The testbed adds a row per
+# scenario (PI_TESTBED_TIMES).
+times=$target_dir/test-times.tsv
+printf '# %s, commit %s, %s cores, %s, CI=%s\n' "$(date -u '+%F %H:%M UTC')" \
+    "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" "$(nproc)" \
+    "${*:-all phases}" "${CI:-false}" >"$times"
+export PI_TESTBED_TIMES=$times
+run_started=$SECONDS
 
 passed=0 failed=0
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+
+# phase NAME COMMAND...: runs a step, recording its seconds and outcome.
+phase() {
+    local name=$1 started=$SECONDS status
+    shift
+    say "$name"
+    "$@"
+    status=$?
+    printf '%s\t%s\t%s\n' "$name" $((SECONDS - started)) \
+        "$([[ $status == 0 ]] && echo ok || echo FAILED)" >>"$times"
+    return "$status"
+}
 
 count_cargo_results() {
     local p f
@@ -65,34 +90,79 @@ count_summary() {
     fi
 }
 
-say "formatting and lints"
-if ! cargo fmt --all --check; then
-    echo "cargo fmt found unformatted code (run: cargo fmt --all)"
+setup() {
+    ensure_build_tools &&
+        ensure_packages mkfs.ext4=e2fsprogs losetup=mount mkfs.vfat=dosfstools mcopy=mtools sfdisk=fdisk \
+            rsync=rsync setfacl=acl getfattr=attr setcap=libcap2-bin fio=fio tmux=tmux groff=groff-base
+}
+
+lints() {
+    local status=0
+    if ! cargo fmt --all --check; then
+        echo "cargo fmt found unformatted code (run: cargo fmt --all)"
+        failed=$((failed + 1)) status=1
+    fi
+    if ! cargo clippy --workspace --all-targets --locked -- -D warnings; then
+        failed=$((failed + 1)) status=1
+    fi
+    return "$status"
+}
+
+cargo_tests() {
+    local status
+    cargo test --workspace --locked 2>&1 | tee "$log"
+    status=${PIPESTATUS[0]}
+    count_cargo_results
+    if [[ $status != 0 ]] && ! grep -q '^test result: FAILED' "$log"; then
+        echo "cargo test failed before running all tests (exit $status)"
+        failed=$((failed + 1))
+    fi
+    return "$status"
+}
+
+debian_package() {
+    local status
+    scripts/check-deb.sh 2>&1 | tee "$log"
+    status=${PIPESTATUS[0]}
+    count_summary deb "$status"
+    return "$status"
+}
+
+# testbed [SCENARIO...]: the emulated Pi; it adds its own rows (the image,
+# each scenario) to the time table.
+testbed() {
+    local status
+    testbed/run.sh "$@" 2>&1 | tee "$log"
+    status=${PIPESTATUS[0]}
+    count_summary testbed "$status"
+    return "$status"
+}
+
+# The table of every phase and scenario.
+time_table() {
+    printf '%s\t%s\t%s\n' "whole run" $((SECONDS - run_started)) \
+        "$([[ $failed == 0 ]] && echo ok || echo FAILED)" >>"$times"
+    echo
+    echo "time table, seconds (scenarios marked * ran beside another; $times)"
+    grep -v '^#' "$times" | awk -F'\t' '{ printf "  %-58s %6s  %s\n", $1, $2, $3 }'
+}
+
+if ! phase "setup: packages and toolchain" setup; then
     failed=$((failed + 1))
-fi
-if ! cargo clippy --workspace --all-targets --locked -- -D warnings; then
-    failed=$((failed + 1))
-fi
-
-say "cargo test (unit, fixture machines, live loop devices)"
-cargo test --workspace --locked 2>&1 | tee "$log"
-cargo_status=${PIPESTATUS[0]}
-count_cargo_results
-if [[ $cargo_status != 0 ]] && ! grep -q '^test result: FAILED' "$log"; then
-    echo "cargo test failed before running all tests (exit $cargo_status)"
-    failed=$((failed + 1))
-fi
-
-say "the Debian package (scripts/check-deb.sh)"
-scripts/check-deb.sh 2>&1 | tee "$log"
-count_summary deb "${PIPESTATUS[0]}"
-
-if [[ $run_testbed == yes ]]; then
-    say "emulated Raspberry Pi testbed"
-    testbed/run.sh 2>&1 | tee "$log"
-    count_summary testbed "${PIPESTATUS[0]}"
+else
+    phase "lints: cargo fmt, cargo clippy" lints
+    phase "cargo tests: unit, fixture machines, live loop devices" cargo_tests
+    case $mode in
+        all)
+            phase "Debian package: scripts/check-deb.sh" debian_package
+            phase "testbed: all scenarios (wall time)" testbed
+            ;;
+        quick) phase "testbed: sd-boot (wall time)" testbed sd-boot ;;
+        no-testbed) phase "Debian package: scripts/check-deb.sh" debian_package ;;
+    esac
 fi
 
+time_table
 echo
 echo "all tests: $passed passed, $failed failed"
 [[ $failed == 0 && $passed -gt 0 ]]
