@@ -1,4 +1,4 @@
-//! `pimigrate recommend --json --quick --runtime 5 --size 64M` on an SD card (`sd-a1`), a USB
+//! `pimigrate recommend --json --quick --runtime 5` on an SD card (`sd-a1`), a USB
 //! flash drive (`usb-flash`, usb-storage) and a USB SSD (`usb-ssd`, UAS),
 //! each candidate with a mounted ext4 so its writes are measured: it picks
 //! the SSD, warns that the flash drive is slower at random writes than the
@@ -33,9 +33,7 @@ for d in FLASH SSD; do
     mount "$part" "/mnt/$d"
 done
 udevadm settle
-# A 64 MiB test file, not the quick suite's 256: the emulated SD card
-# writes about 2 MB/s, and the throttles bound each request, not the span.
-pimigrate recommend --json --quick --runtime 5 --size 64M > "$TESTBED/out/recommend.json"
+pimigrate recommend --json --quick --runtime 5 > "$TESTBED/out/recommend.json"
 "#;
 
 pub fn run(images: &ImageSet) -> Result<()> {
