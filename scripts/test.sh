@@ -53,8 +53,8 @@ export PI_TESTBED_TIMES=$times
 run_started=$SECONDS
 
 passed=0 failed=0
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
 
 # phase NAME COMMAND...: runs a step, recording its seconds and outcome.
 phase() {
@@ -68,19 +68,20 @@ phase() {
     return "$status"
 }
 
+# count_cargo_results LOG: adds cargo test's "test result" lines.
 count_cargo_results() {
     local p f
-    p=$(grep -Eo '^test result: .* ([0-9]+) passed' "$log" | grep -Eo '[0-9]+ passed' | awk '{s+=$1} END {print s+0}')
-    f=$(grep -Eo '^test result: .*; ([0-9]+) failed' "$log" | grep -Eo '[0-9]+ failed' | awk '{s+=$1} END {print s+0}')
+    p=$(grep -Eo '^test result: .* ([0-9]+) passed' "$1" | grep -Eo '[0-9]+ passed' | awk '{s+=$1} END {print s+0}')
+    f=$(grep -Eo '^test result: .*; ([0-9]+) failed' "$1" | grep -Eo '[0-9]+ failed' | awk '{s+=$1} END {print s+0}')
     passed=$((passed + p)) failed=$((failed + f))
 }
 
-# count_summary PREFIX STATUS: adds the "PREFIX: N passed, N failed" line
-# of a step's output in $log; a step that failed without saying so (it
-# could not start) counts as one failure.
+# count_summary PREFIX STATUS LOG: adds the "PREFIX: N passed, N failed"
+# line of a step's output; a step that failed without saying so (it could
+# not start) counts as one failure.
 count_summary() {
     local prefix=$1 status=$2 line
-    line=$(grep -E "^$prefix: [0-9]+ passed, [0-9]+ failed" "$log" | tail -1)
+    line=$(grep -E "^$prefix: [0-9]+ passed, [0-9]+ failed" "$3" | tail -1)
     if [[ -n $line ]]; then
         passed=$((passed + $(sed -E 's/.* ([0-9]+) passed.*/\1/' <<<"$line")))
         failed=$((failed + $(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")))
@@ -109,10 +110,10 @@ lints() {
 }
 
 cargo_tests() {
-    local status
+    local status log=$logs/cargo
     cargo test --workspace --locked 2>&1 | tee "$log"
     status=${PIPESTATUS[0]}
-    count_cargo_results
+    count_cargo_results "$log"
     if [[ $status != 0 ]] && ! grep -q '^test result: FAILED' "$log"; then
         echo "cargo test failed before running all tests (exit $status)"
         failed=$((failed + 1))
@@ -121,21 +122,24 @@ cargo_tests() {
 }
 
 debian_package() {
-    local status
+    local status log=$logs/deb
     scripts/check-deb.sh 2>&1 | tee "$log"
     status=${PIPESTATUS[0]}
-    count_summary deb "$status"
+    count_summary deb "$status" "$log"
     return "$status"
 }
 
-# testbed [SCENARIO...]: the emulated Pi; it adds its own rows (the image,
-# each scenario) to the time table.
+# testbed LOG [ARG...]: the emulated Pi (testbed/run.sh ARG...); it adds its
+# own rows (the image, each scenario) to the time table. Counted by
+# count_testbed LOG STATUS afterwards, since it may run in the background.
 testbed() {
-    local status
+    local log=$1
+    shift
     testbed/run.sh "$@" 2>&1 | tee "$log"
-    status=${PIPESTATUS[0]}
-    count_summary testbed "$status"
-    return "$status"
+    return "${PIPESTATUS[0]}"
+}
+count_testbed() {
+    count_summary testbed "$2" "$1"
 }
 
 # The table of every phase and scenario.
@@ -154,10 +158,23 @@ else
     phase "cargo tests: unit, fixture machines, live loop devices" cargo_tests
     case $mode in
         all)
+            # The scenarios that time nothing only need the machine's spare
+            # time (each guest waits on its emulated disks much of it), so
+            # they run in the background while the package is built and
+            # checked; the speed scenarios run after everything else, alone.
+            phase "testbed: scenarios that time nothing (wall time, beside the package)" \
+                testbed "$logs/shared" --lane shared &
+            shared=$!
             phase "Debian package: scripts/check-deb.sh" debian_package
-            phase "testbed: all scenarios (wall time)" testbed
+            wait "$shared"
+            count_testbed "$logs/shared" $?
+            phase "testbed: speed scenarios, alone (wall time)" testbed "$logs/alone" --lane alone
+            count_testbed "$logs/alone" $?
             ;;
-        quick) phase "testbed: sd-boot (wall time)" testbed sd-boot ;;
+        quick)
+            phase "testbed: sd-boot (wall time)" testbed "$logs/quick" sd-boot
+            count_testbed "$logs/quick" $?
+            ;;
         no-testbed) phase "Debian package: scripts/check-deb.sh" debian_package ;;
     esac
 fi

@@ -85,8 +85,8 @@ leftover=$(missing_packages)
 # Disk space, checked up front so that a small disk is one clear failure
 # instead of sixteen "No space left on device". Each scenario's disk images
 # are removed when it ends (PI_TESTBED_KEEP_WORK=1 keeps them); the largest
-# scenario peaks at about 2.5 GB, and building the image needs about 2 GB
-# more in the cache until it is done.
+# scenario peaks at about 2.5 GB, two run at once, and building the image
+# needs about 2 GB more in the cache until it is done.
 mib() { echo "$(($1 >> 20)) MiB"; }
 require_free() { # DIR BYTES WHAT
     local have
@@ -96,7 +96,8 @@ require_free() { # DIR BYTES WHAT
 check_disk_space() {
     local target=${CARGO_TARGET_DIR:-$PWD/target}
     local cache=${PI_TESTBED_CACHE:-/var/cache/pimigrate-testbed}
-    local scenarios=$((3 << 30)) build=0
+    # Scenarios that time nothing run PI_TESTBED_JOBS (2) at a time.
+    local scenarios=$((${PI_TESTBED_JOBS:-2} * (3 << 30))) build=0
     [[ -f $cache/images/$(testbed/image/build-image.sh --print-key)/READY ]] || build=$((3 << 30))
     mkdir -p "$target" "$cache"
     if [[ $(stat -c %d "$target") == $(stat -c %d "$cache") ]]; then

@@ -3,6 +3,8 @@
 //!   pi-testbed list              scenario names and what they check
 //!   pi-testbed image             build or find the cached image, print its folder
 //!   pi-testbed run [NAME...]     run scenarios (default: all), print a summary
+//!   pi-testbed run --lane shared the scenarios that time nothing (several at once)
+//!   pi-testbed run --lane alone  the speed scenarios, one at a time
 
 use anyhow::{bail, Result};
 use pi_testbed::load::{self, HostLoad};
@@ -36,14 +38,25 @@ fn dispatch(args: &[String]) -> Result<i32> {
             println!("{}", ImageSet::ensure()?.dir.display());
             Ok(0)
         }
-        Some("run") => run(&args[1..]),
-        _ => bail!("usage: pi-testbed list | image | run [SCENARIO...]"),
+        Some("run") => match args.get(1).map(String::as_str) {
+            Some("--lane") => match args.get(2).map(String::as_str) {
+                Some("shared") => run(&[], Some(false)),
+                Some("alone") => run(&[], Some(true)),
+                other => bail!("--lane takes shared or alone, not {other:?}"),
+            },
+            _ => run(&args[1..], None),
+        },
+        _ => bail!("usage: pi-testbed list | image | run [--lane shared|alone | SCENARIO...]"),
     }
 }
 
-fn run(names: &[String]) -> Result<i32> {
+/// Runs the named scenarios (all when none), or one lane of them: `alone`
+/// `Some(true)` the speed scenarios, `Some(false)` the others.
+fn run(names: &[String], lane: Option<bool>) -> Result<i32> {
     let all = scenarios::all();
-    let chosen: Vec<&Scenario> = if names.is_empty() {
+    let chosen: Vec<&Scenario> = if let Some(alone) = lane {
+        all.iter().filter(|s| s.alone == alone).collect()
+    } else if names.is_empty() {
         all.iter().collect()
     } else {
         let mut v = Vec::new();
