@@ -82,11 +82,13 @@ chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
     --no-install-recommends linux-image-amd64 >&2
 chroot "$root" systemctl enable testbed-agent.service >&2
 # Units that would only cost time in a short-lived guest without a screen:
-# timers, virtual-terminal gettys (the console is ttyS0), NVMe-oF discovery.
+# timers, virtual-terminal gettys (the console is ttyS0), NVMe-oF discovery,
+# foreign binary formats (binfmt_misc is among the modules trimmed below).
 chroot "$root" systemctl mask apt-daily.timer apt-daily-upgrade.timer \
     e2scrub_all.timer e2scrub_reap.service fstrim.timer man-db.timer \
     dpkg-db-backup.timer getty-static.service getty@tty1.service \
-    nvmf-autoconnect.service >&2
+    nvmf-autoconnect.service systemd-binfmt.service \
+    proc-sys-fs-binfmt_misc.automount >&2
 chroot "$root" systemctl set-default multi-user.target >&2
 # A NIC exists only when a scenario asks for QEMU user networking; then
 # systemd-networkd takes a DHCP lease (files/etc/systemd/network). Nothing
