@@ -37,9 +37,72 @@ pub struct Scenario {
     pub alone: bool,
 }
 
-/// Every scenario, in the order the suite runs them.
+/// Every scenario, in the order the suite starts them: of those that time
+/// nothing the longest first (about 10 minutes down to seconds, alone on
+/// this 2-core machine), so that the lane's two at a time end together;
+/// then the speed scenarios, which run alone.
 pub fn all() -> Vec<Scenario> {
     vec![
+        Scenario {
+            name: "unplug-mid-copy",
+            about: "USB SSD unplugged (QMP device_del) while pimigrate copies: a clear error, SD boot files untouched, the SD boots; plugged in again, migrate --resume finishes and the SSD boots",
+            run: unplug_mid_copy::run,
+            alone: false,
+        },
+        Scenario {
+            name: "trial-fails",
+            about: "pimigrate migrate --trial always to a USB SSD, SSD gone for the trial boot: a power cycle boots the SD as before; verify says how to roll back, rollback removes the trial files",
+            run: trial_fails::run,
+            alone: false,
+        },
+        Scenario {
+            name: "ansible-rollback",
+            about: "examples/ansible/pimigrate.yml with a clone of the new disk plugged in for the trial boot: verify --commit fails on the duplicate PARTUUID, the playbook rolls back and boots the SD card; its boot partition as before",
+            run: ansible_rollback::run,
+            alone: false,
+        },
+        Scenario {
+            name: "ansible",
+            about: "examples/ansible/pimigrate.yml over SSH, twice: migrates to the USB SSD, trial-boots, commits; then changed=0",
+            run: ansible::run,
+            alone: false,
+        },
+        Scenario {
+            name: "wizard-pty",
+            about: "pimigrate with no arguments in an 80x24 tmux terminal, answered by reading the screen: Ctrl-C at the typed confirmation leaves the SSD blank; then through to the migration, reboot, root on the SSD",
+            run: wizard_pty::run,
+            alone: false,
+        },
+        Scenario {
+            name: "migrate-root-only",
+            about: "pimigrate migrate --no-trial to a USB SSD, reboot, verify; rollback, reboot on the SD",
+            run: migrate_root_only::run,
+            alone: false,
+        },
+        Scenario {
+            name: "migrate-full",
+            about: "pimigrate migrate --layout full to a USB SSD (MBR), SD card out: boots the SSD, root sda2",
+            run: migrate_full::run,
+            alone: false,
+        },
+        Scenario {
+            name: "migrate-trial",
+            about: "pimigrate migrate --trial always to NVMe (GPT): trial boot on NVMe, verify --commit, normal boot on NVMe",
+            run: migrate_trial::run,
+            alone: false,
+        },
+        Scenario {
+            name: "reference-migration",
+            about: "root moved to a USB SSD with sfdisk/mkfs/rsync/sed, reboot, root on sda1",
+            run: reference_migration::run,
+            alone: false,
+        },
+        Scenario {
+            name: "tryboot",
+            about: "reboot \"0 tryboot\" boots tryboot.txt once; a power cut then boots config.txt",
+            run: tryboot::run,
+            alone: false,
+        },
         Scenario {
             name: "sd-boot",
             about:
@@ -61,45 +124,9 @@ pub fn all() -> Vec<Scenario> {
             alone: false,
         },
         Scenario {
-            name: "reference-migration",
-            about: "root moved to a USB SSD with sfdisk/mkfs/rsync/sed, reboot, root on sda1",
-            run: reference_migration::run,
-            alone: false,
-        },
-        Scenario {
-            name: "disk-speed",
-            about: "fio in the guest measures each throttled disk at its profile's speed",
-            run: disk_speed::run,
-            alone: true,
-        },
-        Scenario {
-            name: "tryboot",
-            about: "reboot \"0 tryboot\" boots tryboot.txt once; a power cut then boots config.txt",
-            run: tryboot::run,
-            alone: false,
-        },
-        Scenario {
             name: "copy-debian-root",
             about: "host only: the copier on the guest image's Debian root; rsync -naHAXc finds nothing to do",
             run: copy_debian_root::run,
-            alone: false,
-        },
-        Scenario {
-            name: "migrate-root-only",
-            about: "pimigrate migrate --no-trial to a USB SSD, reboot, verify; rollback, reboot on the SD",
-            run: migrate_root_only::run,
-            alone: false,
-        },
-        Scenario {
-            name: "migrate-trial",
-            about: "pimigrate migrate --trial always to NVMe (GPT): trial boot on NVMe, verify --commit, normal boot on NVMe",
-            run: migrate_trial::run,
-            alone: false,
-        },
-        Scenario {
-            name: "migrate-full",
-            about: "pimigrate migrate --layout full to a USB SSD (MBR), SD card out: boots the SSD, root sda2",
-            run: migrate_full::run,
             alone: false,
         },
         Scenario {
@@ -109,40 +136,16 @@ pub fn all() -> Vec<Scenario> {
             alone: true,
         },
         Scenario {
-            name: "wizard-pty",
-            about: "pimigrate with no arguments in an 80x24 tmux terminal, answered by reading the screen: Ctrl-C at the typed confirmation leaves the SSD blank; then through to the migration, reboot, root on the SSD",
-            run: wizard_pty::run,
-            alone: false,
-        },
-        Scenario {
             name: "recommend",
             about: "pimigrate recommend --quick: picks the USB SSD, warns the flash drive writes slower than the SD",
             run: recommend::run,
             alone: true,
         },
         Scenario {
-            name: "ansible",
-            about: "examples/ansible/pimigrate.yml over SSH, twice: migrates to the USB SSD, trial-boots, commits; then changed=0",
-            run: ansible::run,
-            alone: false,
-        },
-        Scenario {
-            name: "ansible-rollback",
-            about: "examples/ansible/pimigrate.yml with a clone of the new disk plugged in for the trial boot: verify --commit fails on the duplicate PARTUUID, the playbook rolls back and boots the SD card; its boot partition as before",
-            run: ansible_rollback::run,
-            alone: false,
-        },
-        Scenario {
-            name: "trial-fails",
-            about: "pimigrate migrate --trial always to a USB SSD, SSD gone for the trial boot: a power cycle boots the SD as before; verify says how to roll back, rollback removes the trial files",
-            run: trial_fails::run,
-            alone: false,
-        },
-        Scenario {
-            name: "unplug-mid-copy",
-            about: "USB SSD unplugged (QMP device_del) while pimigrate copies: a clear error, SD boot files untouched, the SD boots; plugged in again, migrate --resume finishes and the SSD boots",
-            run: unplug_mid_copy::run,
-            alone: false,
+            name: "disk-speed",
+            about: "fio in the guest measures each throttled disk at its profile's speed",
+            run: disk_speed::run,
+            alone: true,
         },
     ]
 }
