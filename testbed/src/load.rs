@@ -81,17 +81,22 @@ fn busy_ticks(stat: &str) -> Option<u64> {
     Some(total - v.get(3)? - v.get(4).unwrap_or(&0))
 }
 
-/// utime + stime + cutime + cstime of a /proc/<pid>/stat line (fields
-/// 14-17; the command name in parentheses may contain spaces).
+/// utime + stime + cutime + cstime of a /proc/<pid>/stat line.
 fn own_ticks(stat: &str) -> Option<u64> {
-    let after = &stat[stat.rfind(')')? + 2..];
+    Some(proc_times(stat)?.iter().sum())
+}
+
+/// utime, stime, cutime and cstime, in clock ticks, of a /proc/PID/stat
+/// line (fields 14-17; the command name in parentheses may hold spaces).
+pub fn proc_times(stat: &str) -> Option<[u64; 4]> {
+    let after = stat.get(stat.rfind(')')? + 2..)?;
     let fields: Vec<&str> = after.split_whitespace().collect();
     // `after` starts at field 3 (state): fields 14..=17 are indices 11..=14.
-    fields
-        .get(11..15)?
-        .iter()
-        .map(|f| f.parse::<u64>().ok())
-        .sum()
+    let mut times = [0; 4];
+    for (t, f) in times.iter_mut().zip(fields.get(11..15)?) {
+        *t = f.parse().ok()?;
+    }
+    Some(times)
 }
 
 fn ticks_per_second() -> u64 {

@@ -125,26 +125,18 @@ fn jobs() -> usize {
 }
 
 /// Runs one scenario, prints its verdict and time, and clears its work
-/// folder; true when it passed. A speed scenario (run alone) that fails
-/// while other work took much of the host is run once more, and if that
-/// fails loaded too, the verdict says the host was too busy to measure:
-/// its ratios were decided by the neighbours, not by the code under test.
+/// folder; true when it passed. A scenario whose emulator stalled, or a
+/// speed scenario (run alone) that failed while other work took much of
+/// the host, is run once more; a speed scenario that fails loaded again
+/// is reported as a host too busy to measure: its ratios were decided by
+/// the neighbours, not by the code under test.
 fn run_one(s: &Scenario, images: &ImageSet, times: &Times, parallel: bool) -> bool {
     let t = Instant::now();
     let mut outcome = attempt(s, images);
-    if s.alone {
-        if let (Err(e), Some(others)) = &outcome {
-            if *others > load::TOO_LOADED {
-                eprintln!(
-                    "testbed: {} failed while other work took {:.0} % of the host's CPUs: {e:#}; \
-                     running it once more",
-                    s.name,
-                    others * 100.0
-                );
-                let _ = clear_work(s.name);
-                outcome = attempt(s, images);
-            }
-        }
+    if let Some(why) = worth_another_run(s, &outcome) {
+        eprintln!("testbed: {} failed {why}; running it once more", s.name);
+        let _ = clear_work(s.name);
+        outcome = attempt(s, images);
     }
     let elapsed = t.elapsed();
     let (result, others) = outcome;
@@ -182,6 +174,26 @@ fn run_one(s: &Scenario, images: &ImageSet, times: &Times, parallel: bool) -> bo
         eprintln!("testbed: {e:#}");
     }
     result.is_ok()
+}
+
+/// Why a failed run says nothing about the code under test, if it does
+/// not: the emulator itself stopped running, or (for a speed scenario)
+/// other work took more of the host than the figures can bear.
+fn worth_another_run(s: &Scenario, (result, others): &(Result<()>, Option<f64>)) -> Option<String> {
+    let e = result.as_ref().err()?;
+    if format!("{e:#}").contains(pi_testbed::qemu::EMULATOR_STALLED) {
+        return Some(format!(
+            "because {}: {e:#}",
+            pi_testbed::qemu::EMULATOR_STALLED
+        ));
+    }
+    match others {
+        Some(others) if s.alone && *others > load::TOO_LOADED => Some(format!(
+            "while other work took {:.0} % of the host's CPUs: {e:#}",
+            others * 100.0
+        )),
+        _ => None,
+    }
 }
 
 /// One run of a scenario, with the share of the host other work took

@@ -170,12 +170,16 @@ impl Running {
 
     /// Waits until QEMU exits or `limit` passes (then kills it: `Killed`).
     /// `until` may end the boot early: when it returns true QEMU is killed,
-    /// which is how a power cut at a chosen moment is simulated.
+    /// which is how a power cut at a chosen moment is simulated. A QEMU
+    /// that stops running at all (no CPU time for [`STALL_LIMIT`], where
+    /// even an idle guest's timers use some) is killed with an error
+    /// rather than waited for until the limit.
     pub fn wait(
         mut self,
         limit: Duration,
         mut until: impl FnMut(&str) -> bool,
     ) -> Result<BootRecord> {
+        let mut progress = Progress::new(self.child.id());
         loop {
             if let Some(status) = self.child.try_wait().context("cannot wait for qemu")? {
                 let console = self.console();
@@ -193,6 +197,14 @@ impl Running {
             if self.started.elapsed() > limit || until(&self.console()) {
                 self.kill()?;
                 return Ok(self.record(Ending::Killed));
+            }
+            if let Some(stalled) = progress.stalled() {
+                self.kill()?;
+                bail!(
+                    "{EMULATOR_STALLED}: QEMU used no CPU time for {stalled:.0?}, so the guest was \
+                     not running at all; killed it (serial log: {})",
+                    self.serial_log.display()
+                );
             }
             std::thread::sleep(Duration::from_millis(500));
         }
@@ -214,6 +226,49 @@ impl Running {
     }
 }
 
+/// How long QEMU may use no CPU time at all before it counts as hung.
+pub const STALL_LIMIT: Duration = Duration::from_secs(120);
+
+/// The words a stalled emulator's error starts with, which the suite
+/// recognises to run the scenario once more.
+pub const EMULATOR_STALLED: &str = "the emulator stalled";
+
+/// Watches a QEMU process's CPU time (utime + stime in /proc/PID/stat).
+struct Progress {
+    stat: PathBuf,
+    ticks: Option<u64>,
+    since: Instant,
+}
+
+impl Progress {
+    fn new(pid: u32) -> Progress {
+        Progress {
+            stat: PathBuf::from(format!("/proc/{pid}/stat")),
+            ticks: None,
+            since: Instant::now(),
+        }
+    }
+
+    /// How long the CPU time has stood still, once that is over the limit.
+    fn stalled(&mut self) -> Option<Duration> {
+        let ticks = fs::read_to_string(&self.stat)
+            .ok()
+            .and_then(|s| cpu_ticks(&s))?;
+        if self.ticks != Some(ticks) {
+            self.ticks = Some(ticks);
+            self.since = Instant::now();
+            return None;
+        }
+        Some(self.since.elapsed()).filter(|d| *d > STALL_LIMIT)
+    }
+}
+
+/// utime + stime of a /proc/PID/stat line.
+fn cpu_ticks(stat: &str) -> Option<u64> {
+    let [user, system, ..] = crate::load::proc_times(stat)?;
+    Some(user + system)
+}
+
 impl Drop for Running {
     fn drop(&mut self) {
         // Never leave a QEMU behind holding disk images.
@@ -227,6 +282,13 @@ impl Drop for Running {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_cpu_ticks_after_the_command_name() {
+        let stat = "42 (qemu-system-x86) S 1 2 3 4 5 6 7 8 9 10 1234 56 7 8 20";
+        assert_eq!(cpu_ticks(stat), Some(1234 + 56));
+        assert_eq!(cpu_ticks("42 (x) S 1"), None);
+    }
 
     #[test]
     fn recognises_the_endings() {
