@@ -187,3 +187,39 @@ in_build_chroot() {
 highest_glibc() {
     objdump -T "$1" | grep -Eo 'GLIBC_[0-9]+(\.[0-9]+)+' | sed 's/GLIBC_//' | sort -uV | tail -1
 }
+
+# ensure_qemu_user: qemu-user registered with binfmt_misc, so arm64 and
+# armhf binaries run on this machine as if they were its own. The F flag
+# (qemu-user-static's) keeps that working inside chroots.
+ensure_qemu_user() {
+    [[ -x /usr/bin/qemu-aarch64-static && -x /usr/bin/qemu-arm-static ]] \
+        || install_packages qemu-user-static binfmt-support
+    if ! mountpoint -q /proc/sys/fs/binfmt_misc; then
+        mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc \
+            || die "cannot mount binfmt_misc: qemu-user needs it to run ARM binaries"
+    fi
+    local cpu
+    for cpu in aarch64 arm; do
+        if [[ ! -e /proc/sys/fs/binfmt_misc/qemu-$cpu ]]; then
+            update-binfmts --enable "qemu-$cpu" >&2 || die "could not register qemu-$cpu with binfmt_misc"
+        fi
+        grep -qx enabled "/proc/sys/fs/binfmt_misc/qemu-$cpu" \
+            || die "binfmt_misc has qemu-$cpu, but disabled"
+    done
+}
+
+# ensure_pi_root ARCH: a Debian bookworm root for ARCH (Raspberry Pi OS
+# bookworm's base) with what the package depends on, made once with
+# debootstrap under qemu-user; prints its path.
+ensure_pi_root() {
+    local arch=$1 root=$build_cache/bookworm-$1
+    if [[ ! -f $root/.pimigrate-ready ]]; then
+        ensure_packages debootstrap=debootstrap
+        say "creating a Debian bookworm $arch root in $root (once)"
+        rm -rf "$root"
+        debootstrap --variant=minbase --arch="$arch" --include=e2fsprogs,dosfstools bookworm "$root" >&2 \
+            || die "debootstrap --arch=$arch bookworm failed (see above)"
+        touch "$root/.pimigrate-ready"
+    fi
+    echo "$root"
+}
