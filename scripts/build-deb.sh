@@ -1,23 +1,79 @@
 #!/usr/bin/env bash
 # Builds the Debian package: target/debian/pimigrate_<version>-1_<arch>.deb
 #
-#   scripts/build-deb.sh                                   # this machine's architecture
-#   scripts/build-deb.sh --target aarch64-unknown-linux-gnu      # arm64 (64-bit Raspberry Pi OS)
-#   scripts/build-deb.sh --target armv7-unknown-linux-gnueabihf  # armhf (32-bit Raspberry Pi OS)
+#   scripts/build-deb.sh                # this machine's architecture
+#   scripts/build-deb.sh --arch arm64   # 64-bit Raspberry Pi OS (Pi 3, 4, 5, Zero 2 W)
+#   scripts/build-deb.sh --arch armhf   # 32-bit Raspberry Pi OS on ARMv7 (Pi 2 and later)
 #
-# Extra arguments go to `cargo deb`. Cross builds need the target and a
-# linker first (docs/packaging.md).
+# The machine's own architecture builds with its cargo. Another one is
+# cross-built as root in a Debian trixie chroot kept under
+# /var/cache/pimigrate-build (made on the first run; Rust 1.85 from Debian,
+# linked by zig against glibc 2.31, so the binary starts on Raspberry Pi OS
+# bullseye and later; docs/packaging.md). Build outputs stay cached there,
+# so a second run only packs. Extra arguments go to `cargo deb`. The last
+# line on stdout is the package's path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib.sh
 
-# The man pages and completions come from the clap definition; they do not
-# depend on the target architecture, so the host builds them.
-cargo run --quiet --example gen-assets -- target/assets >/dev/null
+host_arch=$(dpkg --print-architecture 2>/dev/null || echo unknown)
+arch=$host_arch
+args=()
+while [[ $# -gt 0 ]]; do
+    case $1 in
+        --arch) arch=${2:?--arch needs arm64, armhf or $host_arch}; shift 2 ;;
+        --arch=*) arch=${1#--arch=}; shift ;;
+        *) args+=("$1"); shift ;;
+    esac
+done
 
-if ! cargo deb --version >/dev/null 2>&1; then
-    echo "==> installing cargo-deb"
-    cargo install cargo-deb --locked
+if [[ $arch == "$host_arch" ]]; then
+    ensure_build_tools
+    # The man pages and completions come from the clap definition; they do
+    # not depend on the target architecture.
+    cargo run --locked --quiet --example gen-assets -- target/assets >/dev/null
+    if ! cargo deb --version >/dev/null 2>&1; then
+        say "installing cargo-deb"
+        cargo install cargo-deb --locked
+    fi
+    # cargo deb builds the release binary itself and strips it.
+    target_dir=${CARGO_TARGET_DIR:-$PWD/target}
+    cargo deb --locked --output "$target_dir/debian/" "${args[@]}" >&2
+    version=$(sed -nE 's/^version = "([^"]+)"/\1/p' Cargo.toml | head -1)
+    echo "$target_dir/debian/pimigrate_${version}-1_${arch}.deb"
+    exit 0
 fi
 
-# cargo deb builds the release binary itself (for --target too) and strips it.
-cargo deb --locked "$@"
+triple=$(triple_of "$arch") || die "--arch $arch: this script builds arm64, armhf or this machine's $host_arch"
+[[ $host_arch == amd64 ]] || die "cross builds run on an x86_64 Debian or Ubuntu machine; on this $host_arch machine build its own architecture"
+ensure_build_chroot
+started=$SECONDS
+say "building the $arch package for $triple with glibc $pi_glibc (in $build_chroot)"
+out=$PWD/target/debian
+mkdir -p "$out"
+in_build_chroot "$PWD" bash -euc '
+    triple=$1 glibc=$2 out=$3
+    shift 3
+    cargo run --locked --quiet --example gen-assets -- target/assets >/dev/null
+    cargo zigbuild --locked --release --target "$triple.$glibc"
+    cargo deb --locked --no-build --target "$triple" --output "$out/" "$@"
+' _ "$triple" "$pi_glibc" "$out" "${args[@]}" >&2
+version=$(sed -nE 's/^version = "([^"]+)"/\1/p' Cargo.toml | head -1)
+deb=$out/pimigrate_${version}-1_${arch}.deb
+[[ -f $deb ]] || die "cargo deb did not write $deb"
+
+# dpkg-shlibdeps ($auto) reads the chroot's glibc 2.41 symbols files,
+# which ask for libc6 >= 2.34 of any binary that links libpthread.so.0 or
+# libdl.so.2, as one linked against glibc 2.31 does. The binary's own
+# symbol versions are the truth: depend on the highest it needs.
+in_build_chroot "$PWD" bash -euc '
+    deb=$1 tree=$(mktemp -d)
+    dpkg-deb -R "$deb" "$tree"
+    needs=$(objdump -T "$tree/usr/bin/pimigrate" | grep -Eo "GLIBC_[0-9]+(\.[0-9]+)+" | sed s/GLIBC_// | sort -uV | tail -1)
+    [ -n "$needs" ] || { echo "error: $deb: no GLIBC_ symbol versions in its binary" >&2; exit 1; }
+    sed -i -E "s/libc6 \(>= [0-9.]+\)/libc6 (>= $needs)/" "$tree/DEBIAN/control"
+    dpkg-deb --root-owner-group -Zxz -b "$tree" "$deb" >/dev/null
+    rm -rf "$tree"
+' _ "$deb" >&2 || die "could not set the C library dependency of $deb"
+say "built $(basename "$deb") in $((SECONDS - started)) s"
+echo "$deb"

@@ -80,3 +80,146 @@ ensure_c_library() {
     dpkg-query -W -f='${Status}' libc6-dev 2>/dev/null | grep -q 'install ok installed' && return 0
     install_packages libc6-dev
 }
+
+# --- The build chroot: the Pi packages and the ARM tests --------------------
+#
+# rustup cannot always fetch other targets' standard libraries, and the
+# host's C library is too new for the oldest Raspberry Pi OS, so the arm64
+# and armhf builds run in a Debian trixie chroot (its rustc is 1.85, our
+# rust-version, with libstd-rust-dev for both targets and the cross gccs)
+# and link with zig (cargo-zigbuild) against glibc 2.31, Raspberry Pi OS
+# bullseye's. Everything is cached outside the checkout, so a fresh clone
+# on the same machine reuses the chroot, the crates and the build.
+build_cache=${PIMIGRATE_BUILD_CACHE:-/var/cache/pimigrate-build}
+build_chroot=$build_cache/trixie
+# What the chroot holds; a change here completes an older chroot.
+chroot_packages=(rustc cargo libstd-rust-dev:arm64 libstd-rust-dev:armhf gcc libc6-dev
+    gcc-aarch64-linux-gnu gcc-arm-linux-gnueabihf libc6-dev:arm64 libc6-dev:armhf
+    binutils-aarch64-linux-gnu binutils-arm-linux-gnueabihf dpkg-dev git ca-certificates
+    python3-venv)
+# The linker for glibc 2.31 and the glibc it targets, from PyPI (pinned, so
+# a build is the same next year).
+zig_packages=(cargo-zigbuild==0.24.1 ziglang==0.17.1)
+cargo_deb_version=2.12.1
+pi_glibc=2.31
+
+# deb_arch_of TRIPLE / triple_of DEB_ARCH
+triple_of() {
+    case $1 in
+        arm64) echo aarch64-unknown-linux-gnu ;;
+        armhf) echo armv7-unknown-linux-gnueabihf ;;
+        amd64) echo x86_64-unknown-linux-gnu ;;
+        *) return 1 ;;
+    esac
+}
+
+# ensure_build_chroot: creates or completes the chroot (debootstrap, then
+# apt in the chroot; the host's own apt sources are never touched).
+ensure_build_chroot() {
+    local stamp=$build_chroot/.pimigrate-packages want
+    want=$(printf '%s\n' "${chroot_packages[@]}" "${zig_packages[@]}" "cargo-deb $cargo_deb_version")
+    [[ -f $stamp && $(cat "$stamp") == "$want" ]] && return 0
+    [[ $(id -u) == 0 ]] || die "the build chroot needs root: run this script with sudo"
+    ensure_packages debootstrap=debootstrap unshare=util-linux
+    mkdir -p "$build_cache"
+    if [[ ! -x $build_chroot/usr/bin/apt-get ]]; then
+        say "creating the Debian trixie build chroot in $build_chroot (once)"
+        rm -rf "$build_chroot.tmp"
+        debootstrap --variant=minbase trixie "$build_chroot.tmp" >&2 \
+            || die "debootstrap trixie failed (see above); it needs the Debian archive"
+        mv "$build_chroot.tmp" "$build_chroot"
+    fi
+    say "installing the cross toolchains in the build chroot"
+    # The host's certificate authorities, so HTTPS works from the chroot
+    # wherever it works on the host.
+    cp /etc/ssl/certs/ca-certificates.crt "$build_chroot/etc/ssl/certs/ca-certificates.crt"
+    chroot "$build_chroot" dpkg --add-architecture arm64
+    chroot "$build_chroot" dpkg --add-architecture armhf
+    chroot "$build_chroot" env DEBIAN_FRONTEND=noninteractive sh -c \
+        'apt-get update -q && apt-get install -y -q --no-install-recommends "$@"' _ "${chroot_packages[@]}" >&2 \
+        || die "could not install the cross toolchains in $build_chroot"
+    cp /etc/ssl/certs/ca-certificates.crt "$build_chroot/etc/ssl/certs/ca-certificates.crt"
+    chroot "$build_chroot" env -i PATH=/usr/bin:/bin PIP_CERT=/etc/ssl/certs/ca-certificates.crt sh -c \
+        '[ -x /opt/zig/bin/pip ] || python3 -m venv /opt/zig; /opt/zig/bin/pip install -q --disable-pip-version-check "$@"' _ "${zig_packages[@]}" >&2 \
+        || die "could not install ${zig_packages[*]} from PyPI in $build_chroot"
+    in_build_chroot / cargo install -q --locked --root "$build_cache/cargo-tools" cargo-deb --version "$cargo_deb_version" >&2 \
+        || die "could not build cargo-deb $cargo_deb_version in $build_chroot"
+    printf '%s\n' "$want" >"$stamp"
+}
+
+# in_build_chroot DIR COMMAND...: runs COMMAND in the chroot, in DIR. The
+# checkout, its git directory (a worktree's lies elsewhere) and the caches
+# are mounted at their own paths, so paths compiled into test binaries
+# (env!("CARGO_MANIFEST_DIR"), CARGO_BIN_EXE_*) hold on the host too. The
+# mounts live in a mount namespace of their own and vanish with it.
+in_build_chroot() {
+    local dir=$1 src git_dir=
+    shift
+    src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+    git_dir=$(git -C "$src" rev-parse --path-format=absolute --git-common-dir 2>/dev/null) || git_dir=
+    [[ $git_dir == "$src"/* ]] && git_dir=
+    mkdir -p "$build_cache"/{target,cargo-home,cargo-tools}
+    cp /etc/ssl/certs/ca-certificates.crt "$build_chroot/etc/ssl/certs/ca-certificates.crt"
+    unshare --mount --propagation private -- bash -euc '
+        root=$1 src=$2 cache=$3 git_dir=$4 dir=$5
+        shift 5
+        for path in "$src" "$cache/target" "$cache/cargo-home" "$cache/cargo-tools"; do
+            mkdir -p "$root$path"
+            mount --bind "$path" "$root$path"
+        done
+        # Read-only: the build only asks git which commit it is.
+        if [[ -n $git_dir ]]; then
+            mkdir -p "$root$git_dir"
+            mount --bind -o ro "$git_dir" "$root$git_dir"
+        fi
+        mount -t proc proc "$root/proc"
+        exec chroot "$root" env -i HOME=/root LANG=C.UTF-8 TERM="${TERM:-dumb}" CI="${CI:-}" \
+            PATH="/opt/zig/bin:$cache/cargo-tools/bin:/usr/bin:/bin" \
+            CARGO_HOME="$cache/cargo-home" CARGO_TARGET_DIR="$cache/target" \
+            ${CARGO_INCREMENTAL:+CARGO_INCREMENTAL=$CARGO_INCREMENTAL} \
+            ${CARGO_PROFILE_DEV_DEBUG:+CARGO_PROFILE_DEV_DEBUG=$CARGO_PROFILE_DEV_DEBUG} \
+            bash -c "cd \"\$0\" && exec \"\$@\"" "$dir" "$@"
+    ' _ "$build_chroot" "$src" "$build_cache" "$git_dir" "$dir" "$@"
+}
+
+# highest_glibc FILE: the highest GLIBC_x.y symbol version FILE needs
+# (empty for a static binary).
+highest_glibc() {
+    objdump -T "$1" | grep -Eo 'GLIBC_[0-9]+(\.[0-9]+)+' | sed 's/GLIBC_//' | sort -uV | tail -1
+}
+
+# ensure_qemu_user: qemu-user registered with binfmt_misc, so arm64 and
+# armhf binaries run on this machine as if they were its own. The F flag
+# (qemu-user-static's) keeps that working inside chroots.
+ensure_qemu_user() {
+    [[ -x /usr/bin/qemu-aarch64-static && -x /usr/bin/qemu-arm-static ]] \
+        || install_packages qemu-user-static binfmt-support
+    if ! mountpoint -q /proc/sys/fs/binfmt_misc; then
+        mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc \
+            || die "cannot mount binfmt_misc: qemu-user needs it to run ARM binaries"
+    fi
+    local cpu
+    for cpu in aarch64 arm; do
+        if [[ ! -e /proc/sys/fs/binfmt_misc/qemu-$cpu ]]; then
+            update-binfmts --enable "qemu-$cpu" >&2 || die "could not register qemu-$cpu with binfmt_misc"
+        fi
+        grep -qx enabled "/proc/sys/fs/binfmt_misc/qemu-$cpu" \
+            || die "binfmt_misc has qemu-$cpu, but disabled"
+    done
+}
+
+# ensure_pi_root ARCH: a Debian bookworm root for ARCH (Raspberry Pi OS
+# bookworm's base) with what the package depends on, made once with
+# debootstrap under qemu-user; prints its path.
+ensure_pi_root() {
+    local arch=$1 root=$build_cache/bookworm-$1
+    if [[ ! -f $root/.pimigrate-ready ]]; then
+        ensure_packages debootstrap=debootstrap
+        say "creating a Debian bookworm $arch root in $root (once)"
+        rm -rf "$root"
+        debootstrap --variant=minbase --arch="$arch" --include=e2fsprogs,dosfstools bookworm "$root" >&2 \
+            || die "debootstrap --arch=$arch bookworm failed (see above)"
+        touch "$root/.pimigrate-ready"
+    fi
+    echo "$root"
+}

@@ -14,6 +14,7 @@ pub mod failpoint;
 pub mod host;
 pub mod plan;
 pub mod recommend;
+pub mod sys64;
 pub mod system;
 pub mod tools;
 pub mod ui;

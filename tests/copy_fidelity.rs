@@ -164,6 +164,23 @@ impl Mount {
         Mount(at.to_path_buf())
     }
 
+    /// A tmpfs with a size limit and no memory used until written.
+    fn tmpfs_of(at: &Path, size: &str) -> Mount {
+        let size = format!("size={size}");
+        run(
+            "mount",
+            &[
+                os("-t"),
+                os("tmpfs"),
+                os("-o"),
+                os(&size),
+                os("tmpfs"),
+                at.as_os_str(),
+            ],
+        );
+        Mount(at.to_path_buf())
+    }
+
     fn bind(from: &Path, at: &Path) -> Mount {
         run("mount", &[os("--bind"), from.as_os_str(), at.as_os_str()]);
         Mount(at.to_path_buf())
@@ -176,23 +193,10 @@ impl Drop for Mount {
     }
 }
 
+/// 64-bit times on every architecture, so the tree's times are what the
+/// test says on armhf too.
 fn set_times(path: &Path, atime: (i64, i64), mtime: (i64, i64)) {
-    use nix::sys::stat::{utimensat, UtimensatFlags};
-    use nix::sys::time::TimeSpec;
-    let spec = |(s, ns): (i64, i64)| {
-        TimeSpec::from_timespec(libc::timespec {
-            tv_sec: s as libc::time_t,
-            tv_nsec: ns as libc::c_long,
-        })
-    };
-    utimensat(
-        None,
-        path,
-        &spec(atime),
-        &spec(mtime),
-        UtimensatFlags::NoFollowSymlink,
-    )
-    .unwrap();
+    pimigrate::sys64::set_times(pimigrate::sys64::TimesOf::Path(path), atime, mtime).unwrap();
 }
 
 fn chmod(path: &Path, mode: u32) {
@@ -667,4 +671,95 @@ fn a_full_target_fails_the_copy_with_the_path_and_errno() {
         .downcast_ref::<copy::CopyError>()
         .expect("a CopyError inside");
     assert_eq!(copy_error.errno, Some(libc::ENOSPC));
+}
+
+/// 32-bit regression (armhf): a time past January 2038 went through a
+/// 32-bit time_t when the copy set it and came out as 1903, with no error;
+/// a file of 2 GiB or more needs 64-bit offsets to keep its holes and its
+/// tail.
+#[test]
+fn a_file_dated_2040_and_a_sparse_file_past_2_gib_are_copied_exactly() {
+    if !prerequisites_met() {
+        return;
+    }
+    let source_fs = Ext4::new(64);
+    let target_fs = Ext4::new(64);
+    let source = source_fs.path().join("root");
+    let target = target_fs.path().join("root");
+    fs::create_dir(&source).unwrap();
+    // 2040-01-01 and 2100-02-03 (UTC), to the nanosecond.
+    let in_2040 = (2_208_988_800, 123_456_789);
+    let in_2100 = (4_105_468_800, 987_654_321);
+    fs::write(source.join("dated-2040"), b"from the future").unwrap();
+    set_times(&source.join("dated-2040"), in_2100, in_2040);
+    std::os::unix::fs::symlink("dated-2040", source.join("link-2040")).unwrap();
+    set_times(&source.join("link-2040"), in_2040, in_2040);
+
+    // 3 GiB apparent, two small extents: at the start and past 2 GiB.
+    let tail_at = (5u64 << 29) + 12_345; // 2.5 GiB and a bit
+    let big = source.join("sparse-3g");
+    {
+        use std::io::{Seek, SeekFrom, Write};
+        let mut file = fs::File::create(&big).unwrap();
+        file.write_all(b"head").unwrap();
+        file.seek(SeekFrom::Start(tail_at)).unwrap();
+        file.write_all(b"tail past 2 GiB").unwrap();
+        file.set_len(3 << 30).unwrap();
+    }
+    set_times(&big, in_2040, in_2040);
+    set_times(&source, in_2040, in_2040);
+
+    let stats = copy::copy_tree(
+        &source,
+        &target,
+        &options(false),
+        &AtomicBool::new(false),
+        &no_progress,
+    )
+    .unwrap();
+    assert!(stats.errors.is_empty(), "{:?}", stats.errors);
+
+    let time = |path: &Path, which: fn(&fs::Metadata) -> (i64, i64)| {
+        which(&fs::symlink_metadata(path).unwrap())
+    };
+    let mtime = |m: &fs::Metadata| (m.mtime(), m.mtime_nsec());
+    let atime = |m: &fs::Metadata| (m.atime(), m.atime_nsec());
+    assert_eq!(time(&target.join("dated-2040"), mtime), in_2040);
+    assert_eq!(time(&target.join("dated-2040"), atime), in_2100);
+    assert_eq!(time(&target.join("link-2040"), mtime), in_2040);
+    assert_eq!(time(&target, mtime), in_2040);
+    assert_eq!(time(&target.join("sparse-3g"), mtime), in_2040);
+
+    let copied = target.join("sparse-3g");
+    let meta = fs::metadata(&copied).unwrap();
+    assert_eq!(meta.len(), 3 << 30);
+    // Holes stay holes: a few blocks, not 3 GiB (the image is 64 MiB).
+    assert!(meta.blocks() * 512 < 1 << 20, "{} blocks", meta.blocks());
+    let mut bytes = vec![0u8; 15];
+    {
+        use std::os::unix::fs::FileExt;
+        let file = fs::File::open(&copied).unwrap();
+        file.read_exact_at(&mut bytes, tail_at).unwrap();
+        assert_eq!(&bytes, b"tail past 2 GiB");
+        file.read_exact_at(&mut bytes[..4], 0).unwrap();
+        assert_eq!(&bytes[..4], b"head");
+        file.read_exact_at(&mut bytes[..4], (2 << 30) + 7).unwrap();
+        assert_eq!(&bytes[..4], &[0; 4]);
+    }
+}
+
+/// 32-bit regression (armhf): the plain statvfs counts blocks in 32 bits
+/// and fails past 16 TiB (4 KiB blocks). A 20 TiB tmpfs costs nothing
+/// until written and has 5,368,709,120 blocks of 4 KiB.
+#[test]
+fn a_filesystem_over_16_tib_reports_its_size() {
+    if !prerequisites_met() {
+        return;
+    }
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let _mount = Mount::tmpfs_of(dir.path(), "20t");
+    let space = pimigrate::sys64::filesystem_space(dir.path()).unwrap();
+    assert_eq!(space.total_bytes(), 20 << 40, "{space:?}");
+    assert!(space.blocks > u64::from(u32::MAX), "{space:?}");
+    assert!(space.available_bytes() > 16 << 40, "{space:?}");
 }

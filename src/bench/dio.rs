@@ -55,20 +55,29 @@ nix::ioctl_read_bad!(
     libc::c_int
 );
 
-/// The alignment direct I/O on `file` needs.
+/// The alignment direct I/O on `file` (opened with O_DIRECT) needs.
 pub fn alignment(file: &File, path: &Path, is_block_device: bool) -> Result<DirectIoAlignment> {
-    if let Some((memory, offset)) = statx_dio_align(file) {
-        if offset == 0 {
-            bail!(
+    match statx_dio_align(file) {
+        Some((memory, offset)) if offset != 0 => {
+            return Ok(DirectIoAlignment {
+                memory,
+                offset,
+                source: AlignmentSource::Statx,
+            })
+        }
+        // A kernel reports a zero offset alignment for a file whose
+        // O_DIRECT silently falls back to the page cache (ext4 with
+        // data=journal, encrypted or verity files), but emulators such as
+        // qemu-user pass the STATX_DIOALIGN bit on with zero alignments
+        // too. So a zero is "unknown": ask the file itself.
+        Some(_) => match misaligned_read(file) {
+            Probe::BufferedFallback => bail!(
                 "{}: this filesystem does not support direct I/O; benchmark a directory on another filesystem, or the disk itself",
                 path.display()
-            );
-        }
-        return Ok(DirectIoAlignment {
-            memory,
-            offset,
-            source: AlignmentSource::Statx,
-        });
+            ),
+            Probe::DirectIo | Probe::Inconclusive => {}
+        },
+        None => {}
     }
     if is_block_device {
         let mut size: libc::c_int = 0;
@@ -87,6 +96,33 @@ pub fn alignment(file: &File, path: &Path, is_block_device: bool) -> Result<Dire
         offset: 4096,
         source: AlignmentSource::PageSize,
     })
+}
+
+/// What a one-byte read at offset 1 into an odd address tells about an
+/// O_DIRECT descriptor.
+#[derive(Debug, PartialEq, Eq)]
+enum Probe {
+    /// Refused with EINVAL: the kernel does direct I/O and checks alignment.
+    DirectIo,
+    /// Read a byte: the I/O went through the page cache after all.
+    BufferedFallback,
+    /// Nothing to read (an empty file) or another error: no answer, and the
+    /// caller falls back to an alignment every filesystem accepts.
+    Inconclusive,
+}
+
+fn misaligned_read(file: &File) -> Probe {
+    let mut buffer = [0u8; 2];
+    // SAFETY: reads at most one byte into the two-byte buffer's second
+    // byte; the read neither moves the file offset nor writes.
+    let rc = unsafe { libc::pread64(file.as_raw_fd(), buffer.as_mut_ptr().add(1).cast(), 1, 1) };
+    match rc {
+        1 => Probe::BufferedFallback,
+        -1 if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) => {
+            Probe::DirectIo
+        }
+        _ => Probe::Inconclusive,
+    }
 }
 
 /// (memory, offset) alignment from statx, when the kernel and the
@@ -123,6 +159,7 @@ pub fn device_size(file: &File, path: &Path) -> Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::OpenOptionsExt;
 
     #[test]
     fn a_file_has_a_usable_alignment() {
@@ -136,6 +173,43 @@ mod tests {
             }
             // tmpfs and the like: the error names the path and what to do.
             Err(e) => assert!(e.to_string().contains("direct I/O"), "{e}"),
+        }
+    }
+
+    fn direct(path: &Path) -> File {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(path)
+            .unwrap()
+    }
+
+    /// Under qemu-user statx reports STATX_DIOALIGN with zero alignments:
+    /// the probe must still tell that a file on a disk filesystem does
+    /// direct I/O, and a buffered descriptor that it does not.
+    #[test]
+    fn the_probe_tells_direct_io_from_the_page_cache() {
+        // /var/tmp is on a disk filesystem, unlike a tmpfs /tmp.
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, vec![7u8; 8192]).unwrap();
+        let buffered = File::open(&path).unwrap();
+        assert_eq!(misaligned_read(&buffered), Probe::BufferedFallback);
+        match std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&path)
+        {
+            Ok(file) => {
+                assert_eq!(misaligned_read(&file), Probe::DirectIo);
+                // An empty file has nothing to read: no answer either way.
+                let empty = dir.path().join("empty");
+                File::create(&empty).unwrap();
+                assert_eq!(misaligned_read(&direct(&empty)), Probe::Inconclusive);
+            }
+            // A /var/tmp without direct I/O (tmpfs on an older kernel).
+            Err(err) => assert_eq!(err.raw_os_error(), Some(libc::EINVAL), "{err}"),
         }
     }
 

@@ -6,7 +6,6 @@ use super::random::FastRng;
 use crate::units::{binary, MIB};
 use anyhow::{bail, Context, Result};
 use std::fs::{File, OpenOptions};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -75,10 +74,10 @@ pub fn size_for(requested: u64, free: u64, dir: &Path) -> Result<Sizing> {
 }
 
 pub fn free_bytes(dir: &Path) -> Result<u64> {
-    let stat = nix::sys::statvfs::statvfs(dir)
+    // 64-bit counts: on armhf the plain statvfs fails past 16 TiB.
+    let space = crate::sys64::filesystem_space(dir)
         .with_context(|| format!("{}: reading the free space", dir.display()))?;
-    // fsblkcnt_t is 32 bits on some 32-bit targets: widen first.
-    Ok((stat.blocks_available() as u64).saturating_mul(stat.fragment_size() as u64))
+    Ok(space.available_bytes())
 }
 
 /// Creates the test file with O_DIRECT; a fresh name, never an existing file.
@@ -109,10 +108,10 @@ pub fn lay_out(
 ) -> Result<Duration> {
     let started = Instant::now();
     // Reserve the blocks first, as fio does, so the file is not fragmented
-    // by writing it piece by piece.
-    if let Ok(length) = libc::off_t::try_from(test.size) {
-        let _ = nix::fcntl::posix_fallocate(test.file.as_raw_fd(), 0, length);
-    }
+    // by writing it piece by piece. 64-bit offsets: on armhf the plain
+    // call cannot reserve 2 GiB or more. Best effort: the writes below
+    // allocate what this could not.
+    let _ = crate::sys64::allocate(&test.file, test.size);
     let chunk = (4 * MIB).min(test.size) as usize;
     let mut buf = AlignedBuf::new(chunk, align);
     let mut rng = FastRng::from_entropy();

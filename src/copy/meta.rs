@@ -12,12 +12,10 @@
 //! Each step that fails is reported and the next still runs: a missing
 //! `trusted.*` attribute should not leave a file with the wrong mode.
 
-use nix::sys::stat::UtimensatFlags;
-use nix::sys::time::TimeSpec;
+use crate::sys64::{self, TimesOf};
 use std::ffi::OsString;
 use std::fs::{File, Metadata, Permissions};
 use std::io;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use xattr::FileExt;
@@ -190,13 +188,6 @@ fn set_mode(node: Node, mode: u32) -> io::Result<()> {
     }
 }
 
-fn timespec(seconds: i64, nanoseconds: i64) -> TimeSpec {
-    TimeSpec::from_timespec(libc::timespec {
-        tv_sec: seconds as libc::time_t,
-        tv_nsec: nanoseconds as libc::c_long,
-    })
-}
-
 /// A node's access and modification times, kept apart from the rest of its
 /// metadata so they can be set again later (see `Walker::deferred_times`).
 #[derive(Debug, Clone, Copy)]
@@ -218,17 +209,15 @@ fn set_times(node: Node, source: &Metadata) -> io::Result<()> {
     set_node_times(node, Times::of(source))
 }
 
-/// Sets `times` on `node` (a symlink itself, never what it points to).
+/// Sets `times` on `node` (a symlink itself, never what it points to),
+/// with 64-bit times on every architecture: on armhf a time after 2038 is
+/// kept, or the call fails, never cut to 32 bits.
 pub fn set_node_times(node: Node, times: Times) -> io::Result<()> {
-    let atime = timespec(times.atime.0, times.atime.1);
-    let mtime = timespec(times.mtime.0, times.mtime.1);
-    match node {
-        Node::Open(file) => nix::sys::stat::futimens(file.as_raw_fd(), &atime, &mtime)?,
-        Node::Path(path) | Node::Symlink(path) => {
-            nix::sys::stat::utimensat(None, path, &atime, &mtime, UtimensatFlags::NoFollowSymlink)?
-        }
-    }
-    Ok(())
+    let of = match node {
+        Node::Open(file) => TimesOf::File(file),
+        Node::Path(path) | Node::Symlink(path) => TimesOf::Path(path),
+    };
+    sys64::set_times(of, times.atime, times.mtime)
 }
 
 #[cfg(test)]
@@ -256,9 +245,9 @@ mod tests {
         std::fs::write(&source, "x").unwrap();
         std::fs::write(&target, "x").unwrap();
         std::fs::set_permissions(&source, Permissions::from_mode(0o751)).unwrap();
-        let old = timespec(1_000_000_000, 123_456_789);
-        nix::sys::stat::utimensat(None, &source, &old, &old, UtimensatFlags::NoFollowSymlink)
-            .unwrap();
+        // 2040: past a 32-bit time_t, which armhf must keep all the same.
+        let old = (2_208_988_800, 123_456_789);
+        sys64::set_times(TimesOf::Path(&source), old, old).unwrap();
         // tmpfs supports user.* xattrs only on newer kernels: skip if not.
         let with_xattr = xattr::set(&source, "user.test", b"value").is_ok();
         let meta = std::fs::symlink_metadata(&source).unwrap();
@@ -290,9 +279,7 @@ mod tests {
         let before = std::fs::metadata(&file).unwrap();
         let source = dir.path().join("old-link");
         symlink("nowhere", &source).unwrap();
-        let old = timespec(500_000_000, 1);
-        nix::sys::stat::utimensat(None, &source, &old, &old, UtimensatFlags::NoFollowSymlink)
-            .unwrap();
+        sys64::set_times(TimesOf::Path(&source), (500_000_000, 1), (500_000_000, 1)).unwrap();
         let meta = std::fs::symlink_metadata(&source).unwrap();
         apply(
             Node::Symlink(&link),

@@ -171,9 +171,9 @@ fn on_another_filesystem(entry: &walkdir::DirEntry, root_device: Option<u64>) ->
 /// would describe the machine the tests run on).
 pub fn used_bytes(host: &Host, mounts: &MountTable) -> Option<u64> {
     if host.is_live() && mounts.at(&host.source_root).is_some() {
-        let stat = nix::sys::statvfs::statvfs(&host.source_root).ok()?;
-        let used_blocks = (stat.blocks() as u64).saturating_sub(stat.blocks_free() as u64);
-        Some(used_blocks * stat.fragment_size() as u64)
+        // 64-bit counts: on armhf the plain statvfs fails past 16 TiB.
+        let space = crate::sys64::filesystem_space(&host.source_root).ok()?;
+        Some(space.used_bytes())
     } else {
         scan(host, mounts, &default_exclusions())
             .ok()

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# The tests on ARM: the unit, fixture-machine and host tests of the
+# pimigrate crate (not the pi-testbed member), built for aarch64 (arm64)
+# and armv7 (armhf) in the Debian trixie build chroot with its Rust 1.85,
+# which is Cargo.toml's rust-version, so the build also proves that the
+# lockfile builds with it, and run on this machine under qemu-user
+# (binfmt), as root like the x86 run (loop devices, mounts). On a fresh
+# machine it installs what it needs; the chroot and the builds are cached
+# under /var/cache/pimigrate-build, outside the checkout.
+#
+#   sudo scripts/test-arm.sh
+#
+# Each test binary's result is printed, then per architecture
+# `arm64: N passed, N failed` and `armhf: N passed, N failed`, the tests
+# that cannot run under qemu-user with the reason, and last
+# `arm: N passed, N failed` (both architectures, and the rust-version check).
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/lib.sh
+
+if [[ $(id -u) != 0 ]]; then
+    [[ ${CI:-} == true ]] && die "CI must run the ARM tests as root (loop devices, mounts, the build chroot)"
+    die "run as root: sudo $0 $*"
+fi
+[[ $(dpkg --print-architecture) == amd64 ]] || die "the ARM tests run on an x86_64 Debian or Ubuntu machine"
+started=$SECONDS
+
+# Tests that cannot run under qemu-user, with the reason; they are named in
+# the output, never skipped silently. Entries are "TEST NAME: REASON".
+# None today: io_uring's ENOSYS falls back to the thread engine, and
+# statx's zero direct I/O alignments are probed (src/bench/dio.rs).
+not_under_qemu=()
+
+ensure_build_chroot
+ensure_qemu_user
+# What the host tests run, as in scripts/test.sh.
+ensure_packages mkfs.ext4=e2fsprogs losetup=mount mkfs.vfat=dosfstools mcopy=mtools sfdisk=fdisk \
+    rsync=rsync setfacl=acl getfattr=attr setcap=libcap2-bin fio=fio tmux=tmux groff=groff-base
+
+passed=0 failed=0
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+
+# The test binaries are built with opt-level 1: unoptimised code runs
+# several times slower under emulation, and this keeps debug assertions and
+# overflow checks. Line tables only keep the builds small.
+build_env=(env CARGO_PROFILE_DEV_OPT_LEVEL=1 CARGO_PROFILE_TEST_OPT_LEVEL=1
+    CARGO_PROFILE_DEV_DEBUG=line-tables-only CARGO_PROFILE_TEST_DEBUG=line-tables-only
+    CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
+    CARGO_TARGET_ARMV7_UNKNOWN_LINUX_GNUEABIHF_LINKER=arm-linux-gnueabihf-gcc)
+
+rustc=$(in_build_chroot / rustc --version | awk '{print $2}')
+need=$(rust_version_needed)
+say "building the tests for aarch64 and armv7 with rustc $rustc (rust-version $need)"
+build_started=$SECONDS
+if in_build_chroot "$PWD" "${build_env[@]}" cargo test --locked -p pimigrate --no-run \
+    --target aarch64-unknown-linux-gnu --target armv7-unknown-linux-gnueabihf \
+    --message-format=json-render-diagnostics >"$logs/build.json" 2>"$logs/build.err"; then
+    build_ok=yes
+else
+    build_ok=no
+    cat "$logs/build.err"
+fi
+build_seconds=$((SECONDS - build_started))
+if [[ $build_ok == yes && ${rustc%.*} == "$need" ]]; then
+    echo "arm: ok   the lockfile builds with rustc $rustc, Cargo.toml's rust-version $need ($build_seconds s)"
+    passed=$((passed + 1))
+else
+    echo "arm: FAIL the lockfile builds with rustc $rustc, Cargo.toml's rust-version $need (build: $build_ok)"
+    failed=$((failed + 1))
+fi
+
+# The test executables of TRIPLE, one "SOURCE EXECUTABLE" a line
+# (src/lib.rs, tests/cli_fixtures.rs, ...): artifacts built by the test
+# profile (the pimigrate binary the tests run is built too, not as a test).
+executables() { # executables TRIPLE
+    grep '"reason":"compiler-artifact"' "$logs/build.json" | grep -E '"profile":\{[^}]*"test":true' \
+        | grep "/$1/" | sed -nE 's|.*"src_path":"'"$PWD"'/([^"]*)".*"executable":"([^"]*)".*|\1 \2|p'
+}
+
+skip_args=()
+for entry in "${not_under_qemu[@]}"; do
+    skip_args+=(--skip "${entry%%:*}")
+done
+[[ ${#skip_args[@]} -gt 0 ]] && skip_args+=(--exact)
+
+# run_arch TRIPLE DEB_ARCH: runs every test binary of TRIPLE; writes
+# "passed failed" to $logs/DEB_ARCH.count.
+run_arch() {
+    local triple=$1 arch=$2 source exe name p f total_p=0 total_f=0 status line
+    # The dynamic loader and C library of the target come from the chroot.
+    export QEMU_LD_PREFIX=$build_chroot
+    while read -r source exe; do
+        name=$(basename "$exe")
+        "$exe" "${skip_args[@]}" >"$logs/$arch-$name.log" 2>&1 </dev/null
+        status=$?
+        line=$(grep -E '^test result: ' "$logs/$arch-$name.log" | tail -1)
+        p=$(grep -Eo '[0-9]+ passed' <<<"$line" | grep -Eo '[0-9]+' || echo 0)
+        f=$(grep -Eo '[0-9]+ failed' <<<"$line" | grep -Eo '[0-9]+' || echo 0)
+        if [[ $status != 0 && ${f:-0} == 0 ]]; then
+            f=1 # it could not run, or crashed before its summary
+        fi
+        total_p=$((total_p + ${p:-0})) total_f=$((total_f + ${f:-0}))
+        echo "$arch: $source: ${p:-0} passed, ${f:-0} failed"
+        if [[ $status != 0 ]]; then
+            sed -n '/^failures:$/,$p' "$logs/$arch-$name.log" | head -80
+            [[ -z $line ]] && tail -20 "$logs/$arch-$name.log"
+        fi
+    done < <(executables "$triple")
+    echo "$total_p $total_f" >"$logs/$arch.count"
+}
+
+if [[ $build_ok == yes ]]; then
+    say "running the tests under qemu-user: aarch64 and armv7 side by side"
+    run_started=$SECONDS
+    run_arch aarch64-unknown-linux-gnu arm64 >"$logs/arm64.out" &
+    run_arch armv7-unknown-linux-gnueabihf armhf >"$logs/armhf.out" &
+    wait
+    run_seconds=$((SECONDS - run_started))
+    for arch in arm64 armhf; do
+        cat "$logs/$arch.out"
+    done
+    for arch in arm64 armhf; do
+        read -r p f <"$logs/$arch.count" 2>/dev/null || { p=0 f=1; }
+        if [[ $p == 0 ]]; then
+            f=$((f + 1)) # no test ran: that is a failure, not a pass
+        fi
+        echo "$arch: $p passed, $f failed"
+        passed=$((passed + p)) failed=$((failed + f))
+    done
+    echo "arm: tests ran in $run_seconds s, the build took $build_seconds s, $((SECONDS - started)) s in all"
+else
+    echo "arm: the tests were not built, so none ran"
+    failed=$((failed + 1))
+fi
+
+for entry in "${not_under_qemu[@]}"; do
+    echo "arm: not run under qemu-user (both architectures): ${entry%%:*}: ${entry#*: }"
+done
+[[ ${#not_under_qemu[@]} == 0 ]] && echo "arm: every test ran under qemu-user; none is left out"
+echo "arm: $passed passed, $failed failed"
+[[ $failed == 0 && $passed -gt 0 ]]
