@@ -4,13 +4,16 @@
 #   1. formatting and lints: cargo fmt --check, cargo clippy -D warnings
 #   2. cargo test for the workspace: unit tests, the fixture machines, and
 #      the live tests on loop devices and real ext4 (these need root)
-#   3. the Debian package: built and inspected (scripts/check-deb.sh)
-#   4. the emulated Raspberry Pi testbed (QEMU) scenarios
+#   3. the Debian packages, built and inspected (scripts/check-deb.sh): this
+#      machine's, arm64 and armhf (cross-built against glibc 2.31)
+#   4. the crate's tests on aarch64 and armv7 under qemu-user, built with
+#      Cargo.toml's rust-version (scripts/test-arm.sh)
+#   5. the emulated Raspberry Pi testbed (QEMU) scenarios
 #
 #   sudo ./scripts/test.sh                 everything (what CI runs)
 #   sudo ./scripts/test.sh --quick         lints, cargo tests and one boot
 #                                          scenario: the loop while developing
-#   sudo ./scripts/test.sh --no-testbed    steps 1 to 3 only
+#   sudo ./scripts/test.sh --no-testbed    steps 1 to 4 only
 #
 # It ends with a time table, every phase and every testbed scenario with
 # its seconds (also kept in target/test-times.tsv, from which
@@ -121,12 +124,29 @@ cargo_tests() {
     return "$status"
 }
 
+# debian_package [--arch ARCH]: builds and checks one package.
 debian_package() {
-    local status log=$logs/deb
-    scripts/check-deb.sh 2>&1 | tee "$log"
+    local status log=$logs/deb${2:-}
+    scripts/check-deb.sh "$@" 2>&1 | tee "$log"
     status=${PIPESTATUS[0]}
     count_summary deb "$status" "$log"
     return "$status"
+}
+
+arm_tests() {
+    local status log=$logs/arm
+    scripts/test-arm.sh 2>&1 | tee "$log"
+    status=${PIPESTATUS[0]}
+    count_summary arm "$status" "$log"
+    return "$status"
+}
+
+# Steps 3 and 4.
+packages_and_arm() {
+    phase "Debian package: scripts/check-deb.sh" debian_package
+    phase "Debian package for arm64: scripts/check-deb.sh --arch arm64" debian_package --arch arm64
+    phase "Debian package for armhf: scripts/check-deb.sh --arch armhf" debian_package --arch armhf
+    phase "ARM tests: scripts/test-arm.sh (aarch64, armv7 under qemu-user)" arm_tests
 }
 
 # testbed LOG [ARG...]: the emulated Pi (testbed/run.sh ARG...); it adds its
@@ -160,12 +180,13 @@ else
         all)
             # The scenarios that time nothing only need the machine's spare
             # time (each guest waits on its emulated disks much of it), so
-            # they run in the background while the package is built and
-            # checked; the speed scenarios run after everything else, alone.
-            phase "testbed: scenarios that time nothing (wall time, beside the package)" \
+            # they run in the background while the packages and the ARM
+            # tests are built and run; the speed scenarios run after
+            # everything else, alone.
+            phase "testbed: scenarios that time nothing (wall time, beside steps 3 and 4)" \
                 testbed "$logs/shared" --lane shared &
             shared=$!
-            phase "Debian package: scripts/check-deb.sh" debian_package
+            packages_and_arm
             wait "$shared"
             count_testbed "$logs/shared" $?
             phase "testbed: speed scenarios, alone (wall time)" testbed "$logs/alone" --lane alone
@@ -175,7 +196,7 @@ else
             phase "testbed: sd-boot (wall time)" testbed "$logs/quick" sd-boot
             count_testbed "$logs/quick" $?
             ;;
-        no-testbed) phase "Debian package: scripts/check-deb.sh" debian_package ;;
+        no-testbed) packages_and_arm ;;
     esac
 fi
 
