@@ -18,11 +18,18 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib.sh
 
+# A prerequisite that is missing stops the run with an error and one
+# failure in the summary line, in CI too: never a quiet pass.
+stop() {
+    echo "error: $*" >&2
+    echo "arm: 0 passed, 1 failed"
+    exit 1
+}
 if [[ $(id -u) != 0 ]]; then
-    [[ ${CI:-} == true ]] && die "CI must run the ARM tests as root (loop devices, mounts, the build chroot)"
-    die "run as root: sudo $0 $*"
+    [[ ${CI:-} == true ]] && stop "CI must run the ARM tests as root (loop devices, mounts, the build chroot)"
+    stop "run as root: sudo $0 $*"
 fi
-[[ $(dpkg --print-architecture) == amd64 ]] || die "the ARM tests run on an x86_64 Debian or Ubuntu machine"
+[[ $(dpkg --print-architecture) == amd64 ]] || stop "the ARM tests run on an x86_64 Debian or Ubuntu machine"
 started=$SECONDS
 
 # Tests that cannot run under qemu-user, with the reason; they are named in
@@ -31,11 +38,15 @@ started=$SECONDS
 # statx's zero direct I/O alignments are probed (src/bench/dio.rs).
 not_under_qemu=()
 
-ensure_build_chroot
-ensure_qemu_user
-# What the host tests run, as in scripts/test.sh.
-ensure_packages mkfs.ext4=e2fsprogs losetup=mount mkfs.vfat=dosfstools mcopy=mtools sfdisk=fdisk \
-    rsync=rsync setfacl=acl getfattr=attr setcap=libcap2-bin fio=fio tmux=tmux groff=groff-base
+# Each helper exits on what it cannot install: run them in a subshell so
+# the summary line still comes last.
+(
+    ensure_build_chroot
+    ensure_qemu_user
+    # What the host tests run, as in scripts/test.sh.
+    ensure_packages mkfs.ext4=e2fsprogs losetup=mount mkfs.vfat=dosfstools mcopy=mtools sfdisk=fdisk \
+        rsync=rsync setfacl=acl getfattr=attr setcap=libcap2-bin fio=fio tmux=tmux groff=groff-base
+) || stop "the ARM tests' prerequisites are missing (see above)"
 
 passed=0 failed=0
 logs=$(mktemp -d)
@@ -84,13 +95,24 @@ for entry in "${not_under_qemu[@]}"; do
 done
 [[ ${#skip_args[@]} -gt 0 ]] && skip_args+=(--exact)
 
-# run_arch TRIPLE DEB_ARCH: runs every test binary of TRIPLE; writes
-# "passed failed" to $logs/DEB_ARCH.count.
-run_arch() {
-    local triple=$1 arch=$2 source exe name p f total_p=0 total_f=0 status line
+# Test binaries that use the machine itself (loop devices, mounts,
+# /run/pimigrate, /var/tmp): like cargo test on x86, which runs binaries one
+# at a time, never two of them at once. The rest (fixture machines, unit
+# tests) may run beside them.
+host_tests='^tests/(migrate_faults|migrate_host|live_loop|copy_fidelity|bench_host|verify_bench_host|apply_mounts|scan_live|wizard_pty)\.rs$'
+
+# run_tests TRIPLE DEB_ARCH host|pure: runs those test binaries of TRIPLE;
+# appends "passed failed" to $logs/DEB_ARCH.count.
+run_tests() {
+    local triple=$1 arch=$2 kind=$3 source exe name p f total_p=0 total_f=0 status line
     # The dynamic loader and C library of the target come from the chroot.
     export QEMU_LD_PREFIX=$build_chroot
     while read -r source exe; do
+        if [[ $source =~ $host_tests ]]; then
+            [[ $kind == host ]] || continue
+        else
+            [[ $kind == pure ]] || continue
+        fi
         name=$(basename "$exe")
         "$exe" "${skip_args[@]}" >"$logs/$arch-$name.log" 2>&1 </dev/null
         status=$?
@@ -107,21 +129,27 @@ run_arch() {
             [[ -z $line ]] && tail -20 "$logs/$arch-$name.log"
         fi
     done < <(executables "$triple")
-    echo "$total_p $total_f" >"$logs/$arch.count"
+    echo "$total_p $total_f" >>"$logs/$arch.count"
 }
 
 if [[ $build_ok == yes ]]; then
     say "running the tests under qemu-user: aarch64 and armv7 side by side"
     run_started=$SECONDS
-    run_arch aarch64-unknown-linux-gnu arm64 >"$logs/arm64.out" &
-    run_arch armv7-unknown-linux-gnueabihf armhf >"$logs/armhf.out" &
+    # One architecture's host tests beside the other's pure ones, then the
+    # other way round: never two host test binaries at once.
+    a64=aarch64-unknown-linux-gnu a32=armv7-unknown-linux-gnueabihf
+    run_tests $a64 arm64 host >>"$logs/arm64.out" &
+    run_tests $a32 armhf pure >>"$logs/armhf.out" &
+    wait
+    run_tests $a32 armhf host >>"$logs/armhf.out" &
+    run_tests $a64 arm64 pure >>"$logs/arm64.out" &
     wait
     run_seconds=$((SECONDS - run_started))
     for arch in arm64 armhf; do
         cat "$logs/$arch.out"
     done
     for arch in arm64 armhf; do
-        read -r p f <"$logs/$arch.count" 2>/dev/null || { p=0 f=1; }
+        read -r p f < <(awk '{p += $1; f += $2; n++} END {print p + 0, f + (n == 2 ? 0 : 1)}' "$logs/$arch.count" 2>/dev/null) || { p=0 f=1; }
         if [[ $p == 0 ]]; then
             f=$((f + 1)) # no test ran: that is a failure, not a pass
         fi
