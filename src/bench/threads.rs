@@ -8,6 +8,7 @@ use super::random::{stamp_for_write, FastRng};
 use anyhow::{anyhow, bail, Result};
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Barrier, OnceLock};
 use std::time::{Duration, Instant};
 
 pub fn run(ctx: &JobContext<'_>, progress: &mut dyn FnMut(Progress)) -> Result<Measurement> {
@@ -15,9 +16,13 @@ pub fn run(ctx: &JobContext<'_>, progress: &mut dyn FnMut(Progress)) -> Result<M
     let depth = spec.queue_depth.max(1) as usize;
     let mut seed_rng = FastRng::from_entropy();
     let buffers = io_buffers(ctx, depth, &mut seed_rng);
-    let started = Instant::now();
-    let measured_from = started + spec.ramp;
-    let gate = Gate::new(spec, measured_from, ctx.interrupted);
+    // The clock starts once every thread is up: starting 32 threads can
+    // take longer than a short test's ramp on a slow or busy machine (it
+    // did under qemu-user), and a test timed from before then measured
+    // no I/O at all.
+    let ready = Barrier::new(depth + 1);
+    let go = Barrier::new(depth + 1);
+    let clock: OnceLock<(Instant, Gate<'_>)> = OnceLock::new();
     // Sequential jobs share one position so the threads together read or
     // write the span in order, as one queue of depth N would.
     let next_block = AtomicU64::new(0);
@@ -30,15 +35,18 @@ pub fn run(ctx: &JobContext<'_>, progress: &mut dyn FnMut(Progress)) -> Result<M
             .into_iter()
             .map(|mut buf| {
                 let seed = seed_rng.next_u64();
-                let (gate, next_block, completed_ios, running) =
-                    (&gate, &next_block, &completed_ios, &running);
+                let (ready, go, clock, next_block, completed_ios, running) =
+                    (&ready, &go, &clock, &next_block, &completed_ios, &running);
                 scope.spawn(move || {
+                    ready.wait();
+                    go.wait();
+                    let (measured_from, gate) = clock.get().expect("the clock is set before go");
                     let outcome = worker(
                         ctx,
                         &mut buf,
                         seed,
                         gate,
-                        measured_from,
+                        *measured_from,
                         |picker| match spec.pattern {
                             Pattern::Sequential => {
                                 (next_block.fetch_add(1, Ordering::Relaxed) % blocks)
@@ -53,6 +61,14 @@ pub fn run(ctx: &JobContext<'_>, progress: &mut dyn FnMut(Progress)) -> Result<M
                 })
             })
             .collect();
+        ready.wait();
+        let started = Instant::now();
+        let measured_from = started + spec.ramp;
+        let _ = clock.set((
+            measured_from,
+            Gate::new(spec, measured_from, ctx.interrupted),
+        ));
+        go.wait();
         let mut throttle = Throttle::new(started);
         while running.load(Ordering::Relaxed) > 0 {
             std::thread::sleep(Duration::from_millis(20));
@@ -74,6 +90,7 @@ pub fn run(ctx: &JobContext<'_>, progress: &mut dyn FnMut(Progress)) -> Result<M
             .collect()
     });
 
+    let (measured_from, gate) = clock.into_inner().expect("the clock was set");
     let mut total = Tally::new(spec, measured_from);
     for result in results {
         total.merge(result?);
