@@ -43,18 +43,14 @@ pub fn set_times(of: TimesOf, atime: Timestamp, mtime: Timestamp) -> io::Result<
     utimensat(dirfd, path, [atime, mtime], flags)
 }
 
-/// 64-bit `time_t`: the plain call holds every time.
-#[cfg(not(any(target_arch = "arm", target_arch = "x86")))]
-fn utimensat(
+/// The C library's `utimensat`, or `futimens` of `dirfd` when there is no
+/// path, with its own `timespec`s.
+fn libc_utimensat(
     dirfd: libc::c_int,
     path: Option<&CStr>,
-    times: [Timestamp; 2],
+    times: &[libc::timespec; 2],
     flags: libc::c_int,
 ) -> io::Result<()> {
-    let times = times.map(|(seconds, nanoseconds)| libc::timespec {
-        tv_sec: seconds as libc::time_t,
-        tv_nsec: nanoseconds as libc::c_long,
-    });
     // SAFETY: `times` is two initialised timespecs, `path` a C string.
     let rc = unsafe {
         match path {
@@ -67,6 +63,21 @@ fn utimensat(
     } else {
         Err(io::Error::last_os_error())
     }
+}
+
+/// 64-bit `time_t`: the plain call holds every time.
+#[cfg(not(any(target_arch = "arm", target_arch = "x86")))]
+fn utimensat(
+    dirfd: libc::c_int,
+    path: Option<&CStr>,
+    times: [Timestamp; 2],
+    flags: libc::c_int,
+) -> io::Result<()> {
+    let times = times.map(|(seconds, nanoseconds)| libc::timespec {
+        tv_sec: seconds as libc::time_t,
+        tv_nsec: nanoseconds as libc::c_long,
+    });
+    libc_utimensat(dirfd, path, &times, flags)
 }
 
 /// `utimensat_time64`, the same number on every 32-bit Linux architecture
@@ -120,18 +131,7 @@ fn utimensat(
         })
     };
     let times = [narrow(times[0])?, narrow(times[1])?];
-    // SAFETY: as in the 64-bit form.
-    let rc = unsafe {
-        match path {
-            Some(path) => libc::utimensat(dirfd, path.as_ptr(), times.as_ptr(), flags),
-            None => libc::futimens(dirfd, times.as_ptr()),
-        }
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    libc_utimensat(dirfd, path, &times, flags)
 }
 
 /// The size and free space of a filesystem, in 64-bit counts.
