@@ -154,7 +154,13 @@ fn run_one(s: &Scenario, images: &ImageSet, times: &Times, parallel: bool) -> bo
         Ok(()) => eprintln!("testbed: PASS {} ({:.0?})", s.name, elapsed),
         Err(e) => {
             eprintln!("testbed: FAIL {} ({:.0?}): {e:#}", s.name, elapsed);
-            eprintln!("testbed: logs in target/testbed-logs/{}/", s.name);
+            eprintln!(
+                "testbed: logs in {}/",
+                pi_testbed::pi::target_dir()
+                    .join("testbed-logs")
+                    .join(s.name)
+                    .display()
+            );
             if !keep_work() {
                 eprintln!(
                     "testbed: its disk images are removed; \

@@ -1,10 +1,10 @@
 //! The fleet playbook (`examples/ansible/pimigrate.yml`) run by
 //! `ansible-playbook` on the host against the guest over SSH on a loopback
-//! port forward, twice. The Pi has an older class 10 SD card and a blank UAS SSD. The
-//! first run installs pimigrate, benchmarks (the blank SSD destructively),
-//! picks the SSD from `recommend --json`, migrates with a trial boot,
+//! port forward, twice. The Pi has its SD card and a blank NVMe drive. The
+//! first run installs pimigrate, benchmarks (the blank drive destructively),
+//! picks the NVMe drive from `recommend --json`, migrates with a trial boot,
 //! reboots with `"0 tryboot"` through the long-running harness, and commits
-//! with `verify --commit`: root is then on the SSD and the SD card's
+//! with `verify --commit`: root is then on the NVMe drive and the SD card's
 //! `cmdline.txt` names it. The second run changes nothing.
 //!
 //! Testbed-only accommodation: the x86 guest has no device tree, so the
@@ -16,10 +16,10 @@
 //! the inventory (as host variables), not `-e`: the role's defaults must
 //! yield to inventory, as a fleet's per-host settings need.
 
-use super::fleet::{Fleet, JOB};
+use super::fleet::{self, Fleet, JOB};
 use super::pimigrate_bin::TRIAL_SYSROOT;
 use super::PROBE;
-use crate::{fat, mbr, Bus, ImageSet, Pi};
+use crate::{fat, mbr, ImageSet, Pi};
 use anyhow::{ensure, Context, Result};
 use std::time::Duration;
 
@@ -27,12 +27,7 @@ pub fn run(images: &ImageSet) -> Result<()> {
     let mut pi = Pi::new("ansible")?;
     // The first boot holds the whole first run: benchmark, copy, and all.
     pi.boot_limit = Duration::from_secs(60 * 60);
-    // An older class 10 card, as in ansible-rollback: with an A1 card on a
-    // loaded 2-core host the quick benchmark has measured the emulated SSD
-    // at 2.0x the card, the pick threshold itself, and nothing was picked.
-    // This scenario tests the playbook, not where that threshold falls.
-    pi.insert_sd_copy(&images.bookworm, "sd-c10")?;
-    pi.attach_blank("ssd", Bus::UsbUas, 8 << 30, "usb-ssd")?;
+    fleet::attach_disks(&mut pi, images)?;
     let sd = pi.disk("sd")?.image.clone();
     let sd_boot = mbr::partition_of(&sd, 1)?;
 
@@ -54,12 +49,12 @@ pub fn run(images: &ImageSet) -> Result<()> {
             recap["changed"] > 0,
             "the first run changed nothing: {recap:?}"
         );
-        // The guest now runs from the SSD, on the plan's root partition.
-        let ssd = ssh.run("lsblk -dno NAME,SERIAL | awk '$2 == \"TB-SSD\" { print $1 }'")?;
+        // The guest now runs from the NVMe drive, on the plan's root partition.
+        let nvme = ssh.run("lsblk -dno NAME,SERIAL | awk '$2 == \"TB-NVME\" { print $1 }'")?;
         let root = ssh.run("findmnt -no SOURCE /")?;
         ensure!(
-            root == format!("/dev/{ssd}1"),
-            "after the first run the root is {root:?}, not the SSD /dev/{ssd}1"
+            root == format!("/dev/{nvme}p1"),
+            "after the first run the root is {root:?}, not the NVMe drive's /dev/{nvme}p1"
         );
         let root_partuuid = ssh.run("lsblk -no PARTUUID \"$(findmnt -no SOURCE /)\"")?;
         let planned = ssh.planned_root_partuuid("/var/lib/pimigrate/migration.json")?;
@@ -112,7 +107,7 @@ pub fn run(images: &ImageSet) -> Result<()> {
         cmdline
             .to_lowercase()
             .contains(&format!("root=partuuid={} ", root_partuuid.to_lowercase())),
-        "the SD card's cmdline.txt does not name the SSD root {root_partuuid}: {cmdline:?}"
+        "the SD card's cmdline.txt does not name the NVMe root {root_partuuid}: {cmdline:?}"
     );
     ensure!(
         fat::read(&sd, &sd_boot, "tryboot.txt")?.is_none(),

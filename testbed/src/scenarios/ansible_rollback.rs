@@ -3,12 +3,12 @@
 //! Pi onto its SD card.
 //!
 //! The cause is one a fleet meets: a clone of the new disk is plugged in.
-//! Besides the SD card (an older class 10 one) and the blank UAS SSD the
-//! Pi has a 64 MiB USB stick, too small to be a candidate, so `recommend`
-//! leaves it alone. The job of the trial boot only (`job/tryboot` = 1; the agent is a oneshot
-//! unit, so the playbook's `systemctl is-system-running --wait` waits for
-//! it) gives the stick a partition table with the SSD's MBR disk
-//! identifier: PARTUUID `<id>-01`, the new root, then exists twice and
+//! Besides the SD card and the blank NVMe drive (as in `ansible`) the Pi
+//! has a 64 MiB USB stick, too small to be a candidate, so `recommend`
+//! leaves it alone. The job of the trial boot only (`job/tryboot` = 1; the
+//! agent is a oneshot unit, so the playbook's `systemctl
+//! is-system-running --wait` waits for it) gives the stick a partition
+//! table with the NVMe drive's MBR disk identifier: PARTUUID `<id>-01`, the new root, then exists twice and
 //! verify's `ids-unique` check fails naming it.
 //!
 //! Asserted: the run fails with recap failed=1 rescued=1 and its output
@@ -19,21 +19,21 @@
 //! file are gone.
 
 use super::facts;
-use super::fleet::{Fleet, JOB};
+use super::fleet::{self, Fleet, JOB};
 use super::pimigrate_bin::TRIAL_SYSROOT;
 use crate::{fat, mbr, Bus, ImageSet, Pi};
 use anyhow::{ensure, Context, Result};
 use std::time::Duration;
 
-/// The trial boot's part of the job: the SSD's disk identifier on the
-/// stick (both found by serial), reported as `cloned_id=`.
+/// The trial boot's part of the job: the NVMe drive's disk identifier on
+/// the stick (both found by serial), reported as `cloned_id=`.
 const CLONE_ON_TRIAL: &str = r#"
 if [ "$tryboot_flag" = 1 ]; then
     disk() { echo "/dev/$(lsblk -dno NAME,SERIAL | awk -v s="$1" '$2 == s { print $1 }')"; }
-    ssd=$(disk TB-SSD); stick=$(disk TB-STICK)
-    [ -b "$ssd" ] && [ -b "$stick" ] || { echo "no SSD or stick"; lsblk; exit 1; }
-    sfdisk --dump "$ssd" | grep -qx 'label: dos' || { echo "the SSD has no MBR"; exit 1; }
-    id=$(sfdisk --dump "$ssd" | awk '$1 == "label-id:" { print $2 }')
+    new=$(disk TB-NVME); stick=$(disk TB-STICK)
+    [ -b "$new" ] && [ -b "$stick" ] || { echo "no NVMe drive or stick"; lsblk; exit 1; }
+    sfdisk --dump "$new" | grep -qx 'label: dos' || { echo "the NVMe drive has no MBR"; exit 1; }
+    id=$(sfdisk --dump "$new" | awk '$1 == "label-id:" { print $2 }')
     printf 'label: dos\nlabel-id: %s\n,\n' "$id" | sfdisk -q "$stick"
     udevadm settle
     echo "cloned_id=$id"
@@ -44,12 +44,7 @@ pub fn run(images: &ImageSet) -> Result<()> {
     let mut pi = Pi::new("ansible-rollback")?;
     // The first boot holds the whole migration: benchmark, copy, and all.
     pi.boot_limit = Duration::from_secs(60 * 60);
-    // An older, slower card than ansible's A1: this scenario is about the
-    // rescue, so the SSD must be the pick beyond doubt. With an A1 card
-    // on a loaded 2-core host, the quick benchmark measured the SSD at
-    // 2.0x, the threshold itself, and the run stopped before migrating.
-    pi.insert_sd_copy(&images.bookworm, "sd-c10")?;
-    pi.attach_blank("ssd", Bus::UsbUas, 8 << 30, "usb-ssd")?;
+    fleet::attach_disks(&mut pi, images)?;
     pi.attach_blank("stick", Bus::UsbStorage, 64 << 20, "usb-flash")?;
     let sd = pi.disk("sd")?.image.clone();
     let sd_boot = mbr::partition_of(&sd, 1)?;

@@ -6,7 +6,7 @@
 use super::{expect_fact, facts};
 use crate::live::Live;
 use crate::pi::target_dir;
-use crate::Pi;
+use crate::{Bus, ImageSet, Pi};
 use anyhow::{bail, ensure, Context, Result};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -26,6 +26,19 @@ for _ in $(seq 120); do systemctl is-active -q ssh && break; sleep 1; done
 echo "sshd=$(systemctl is-active ssh || true)"
 tryboot_flag=$(cat "$TESTBED/job/tryboot")
 "#;
+
+/// The disks of both fleet scenarios: the SD card (unthrottled, since
+/// nothing here is timed) and a blank NVMe drive. They test the playbook,
+/// not where the pick threshold falls, so the drive must be the pick beyond
+/// doubt: under emulation NVMe does about 9000 random 4K reads and 7800
+/// writes a second against the card's 780 and 260 (docs/testbed.md), more
+/// than ten times even on a loaded host, where a UAS SSD beside an A1 card
+/// once measured 2.0x, the threshold itself, and nothing was picked.
+pub fn attach_disks(pi: &mut Pi, images: &ImageSet) -> Result<()> {
+    pi.insert_sd_copy(&images.bookworm, super::UNTIMED_SD)?;
+    pi.attach_blank("nvme", Bus::Nvme, 8 << 30, "nvme")?;
+    Ok(())
+}
 
 /// Longest one playbook run may take (a migration under emulation, with a
 /// benchmark and a reboot, on a loaded machine).
@@ -94,10 +107,10 @@ impl Fleet {
     /// inventory as a fleet would (role defaults must yield to them):
     /// the package, and the two accommodations for an x86 guest playing a
     /// Pi (no identifiable firmware: `trial: always`; no device tree: the
-    /// job's `/run/tb-sysroot` for verify), and a 32 MiB test file: the
-    /// emulated class 10 card writes about 0.6 MB/s, so the quick suite's
-    /// 256 MiB took 7 of the first run's 12 minutes just to lay out, and
-    /// the throttle limits each request whatever the file's size.
+    /// job's `/run/tb-sysroot` for verify), and a 32 MiB test file
+    /// (`pimigrate_bench_args`, which a fleet with slow cards needs: laying
+    /// out the quick suite's file took an emulated class 10 card, writing
+    /// 0.6 MB/s, 7 of a run's 12 minutes).
     pub fn host_vars(&self) -> serde_json::Value {
         serde_json::json!({
             "pimigrate_package": self.package,
