@@ -103,6 +103,19 @@ zig_packages=(cargo-zigbuild==0.24.1 ziglang==0.17.1)
 cargo_deb_version=2.12.1
 pi_glibc=2.31
 
+# prune_build_outputs DIR: empties a cargo target folder kept between runs
+# (CI's, scripts/test.sh) once it outgrows PIMIGRATE_BUILD_CACHE_GB (20 by
+# default): the outputs of dependency versions no longer built pile up.
+prune_build_outputs() {
+    local dir=$1 limit=${PIMIGRATE_BUILD_CACHE_GB:-20} kib
+    [[ -d $dir ]] || return 0
+    kib=$(du -sk "$dir" | cut -f1)
+    if ((kib > limit * 1024 * 1024)); then
+        say "emptying $dir: $((kib >> 20)) GB of build outputs, over the ${limit} GB kept"
+        rm -rf "$dir"
+    fi
+}
+
 # deb_arch_of TRIPLE / triple_of DEB_ARCH
 triple_of() {
     case $1 in

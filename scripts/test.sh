@@ -8,7 +8,9 @@
 #      machine's, arm64 and armhf (cross-built against glibc 2.31)
 #   4. the crate's tests on aarch64 and armv7 under qemu-user, built with
 #      Cargo.toml's rust-version (scripts/test-arm.sh)
-#   5. the emulated Raspberry Pi testbed (QEMU) scenarios
+#   5. the emulated Raspberry Pi testbed (QEMU) scenarios: those that time
+#      nothing start first and run beside steps 1 to 4; the speed
+#      scenarios run last, alone
 #
 #   sudo ./scripts/test.sh                 everything (what CI runs)
 #   sudo ./scripts/test.sh --quick         lints, cargo tests and one boot
@@ -42,6 +44,17 @@ fi
 # without them), and the testbed needs its room for disk images.
 if [[ ${CI:-} == true ]]; then
     export CARGO_INCREMENTAL=0 CARGO_PROFILE_DEV_DEBUG=line-tables-only
+    # CI keeps cargo's build outputs between runs, outside the checkout,
+    # as it keeps the ARM builds' (scripts/lib.sh) and as CI systems cache
+    # target/: in a fresh clone every dependency would be compiled three
+    # times over (clippy, the debug tests, the release build), about 9 of
+    # the 2-core machine's CPU minutes. Cargo still rebuilds all that
+    # changed, and the workspace's own crates every time (a fresh clone's
+    # files are newer than their outputs).
+    if [[ -z ${CARGO_TARGET_DIR:-} ]]; then
+        export CARGO_TARGET_DIR=$build_cache/host-target
+        prune_build_outputs "$CARGO_TARGET_DIR"
+    fi
 fi
 
 target_dir=${CARGO_TARGET_DIR:-$PWD/target}
@@ -171,21 +184,26 @@ time_table() {
     grep -v '^#' "$times" | awk -F'\t' '{ printf "  %-58s %6s  %s\n", $1, $2, $3 }'
 }
 
+# Steps 1 and 2.
+lints_and_cargo_tests() {
+    phase "lints: cargo fmt, cargo clippy" lints
+    phase "cargo tests: unit, fixture machines, live loop devices" cargo_tests
+}
+
 if ! phase "setup: packages and toolchain" setup; then
     failed=$((failed + 1))
 else
-    phase "lints: cargo fmt, cargo clippy" lints
-    phase "cargo tests: unit, fixture machines, live loop devices" cargo_tests
     case $mode in
         all)
             # The scenarios that time nothing only need the machine's spare
             # time (each guest waits on its emulated disks much of it), so
-            # they run in the background while the packages and the ARM
-            # tests are built and run; the speed scenarios run after
-            # everything else, alone.
-            phase "testbed: scenarios that time nothing (wall time, beside steps 3 and 4)" \
+            # they start first and run in the background while steps 1 to 4
+            # are built and run; the speed scenarios run after everything
+            # else, alone.
+            phase "testbed: scenarios that time nothing (wall time, beside steps 1 to 4)" \
                 testbed "$logs/shared" --lane shared &
             shared=$!
+            lints_and_cargo_tests
             packages_and_arm
             wait "$shared"
             count_testbed "$logs/shared" $?
@@ -193,10 +211,14 @@ else
             count_testbed "$logs/alone" $?
             ;;
         quick)
+            lints_and_cargo_tests
             phase "testbed: sd-boot (wall time)" testbed "$logs/quick" sd-boot
             count_testbed "$logs/quick" $?
             ;;
-        no-testbed) packages_and_arm ;;
+        no-testbed)
+            lints_and_cargo_tests
+            packages_and_arm
+            ;;
     esac
 fi
 
