@@ -3,6 +3,7 @@
 //! still there would delete the target's (or worse, the source's) data.
 
 use anyhow::{Context, Result};
+use nix::errno::Errno;
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use std::path::{Path, PathBuf};
 
@@ -154,9 +155,15 @@ pub fn clean_up_stale_mounts() -> Result<Vec<PathBuf>> {
     points.sort();
     points.dedup();
     for point in points.into_iter().rev() {
-        umount2(&point, MntFlags::empty()).with_context(|| {
-            format!("unmounting {}, left by an interrupted run", point.display())
-        })?;
+        match umount2(&point, MntFlags::empty()) {
+            // Another pimigrate cleaned it up since the table was read.
+            Ok(()) | Err(Errno::ENOENT | Errno::EINVAL) => {}
+            Err(err) => {
+                return Err(err).with_context(|| {
+                    format!("unmounting {}, left by an interrupted run", point.display())
+                })
+            }
+        }
         let _ = std::fs::remove_dir(&point);
         cleaned.push(point);
     }
