@@ -3,7 +3,7 @@
 use super::{print_json, EXIT_OK, EXIT_REFUSED};
 use crate::cli::{Cli, PlanArgs};
 use crate::host::Host;
-use crate::plan::render::{plan_text, Detail};
+use crate::plan::render::{plan_text, Detail, Purpose};
 use crate::plan::{self, Options, TrialChoice};
 use crate::system::System;
 use anyhow::Result;
@@ -76,27 +76,29 @@ pub fn run(cli: &Cli, args: &PlanArgs, host: &Host) -> Result<u8> {
             if cli.json {
                 print_json(&plan)?;
             } else {
-                let detail = match (cli.quiet, cli.verbose) {
-                    (true, _) => Detail::Brief,
-                    (false, 0) => Detail::Normal,
-                    (false, _) => Detail::Full,
-                };
-                print!("{}", plan_text(&plan, detail));
+                let detail = Detail::from_flags(cli.quiet, cli.verbose);
+                print!("{}", plan_text(&plan, detail, Purpose::DryRun));
             }
             Ok(EXIT_OK)
         }
         Err(refusal) => {
-            if cli.json {
-                print_json(&RefusalOutput {
-                    schema: REFUSAL_SCHEMA,
-                    refused: true,
-                    reasons: &refusal.reasons,
-                })?;
-            } else {
-                eprint!("{refusal}");
-            }
+            print_refusal(cli, &refusal)?;
             Ok(EXIT_REFUSED)
         }
+    }
+}
+
+/// A refused plan: every reason, as JSON on stdout or as text on stderr.
+pub fn print_refusal(cli: &Cli, refusal: &plan::Refusal) -> Result<()> {
+    if cli.json {
+        print_json(&RefusalOutput {
+            schema: REFUSAL_SCHEMA,
+            refused: true,
+            reasons: &refusal.reasons,
+        })
+    } else {
+        eprint!("{refusal}");
+        Ok(())
     }
 }
 

@@ -4,6 +4,7 @@
 
 use super::bench::EXIT_INTERRUPTED;
 use super::{print_json, EXIT_FAILED, EXIT_NOTHING_TO_VERIFY, EXIT_OK};
+use crate::apply::boot_partition::{BootWriter, StateLock};
 use crate::apply::journal::{Journal, Step};
 use crate::bench::machine::read_throttled;
 use crate::bench::progress::ProgressUi;
@@ -69,13 +70,20 @@ pub fn run(cli: &Cli, args: &VerifyArgs, host: &Host) -> Result<u8> {
     v.message = None;
     let passed = v.passed();
 
-    if args.commit {
+    // The permission to change the boot partition, taken only when asked to.
+    let lock = (args.commit || quirk.is_some())
+        .then(|| StateLock::acquire(&state_dir))
+        .transpose()?;
+    let boot = lock
+        .as_ref()
+        .map(|lock| BootWriter::new(lock, host, &journal.boot_dir));
+    if let Some(boot) = boot.as_ref().filter(|_| args.commit) {
         match commit_refusal(&system, &expected, passed) {
             Some(Refusal::Refused(why)) => v.refused.push(why),
             Some(Refusal::NothingToDo(why)) => v.message = Some(why),
             None => v
                 .actions
-                .extend(commit::commit(host, &mut journal, &expected, &state_dir)?),
+                .extend(commit::commit(boot, &mut journal, &expected, &state_dir)?),
         }
     } else if passed && expected.trial_pending() {
         v.message =
@@ -83,9 +91,9 @@ pub fn run(cli: &Cli, args: &VerifyArgs, host: &Host) -> Result<u8> {
     }
     // The commit changes which file the next boots read.
     let expected = Expected::from_journal(&journal)?;
-    if let Some(quirk) = quirk {
+    if let (Some(quirk), Some(boot)) = (quirk, &boot) {
         v.actions.extend(commit::apply_quirk(
-            host,
+            boot,
             &mut journal,
             &expected,
             &state_dir,

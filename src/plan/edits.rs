@@ -2,8 +2,9 @@
 //! again at apply time, and as diffs to show now.
 
 use super::{EditOperation, EditSite, FileEdit};
+use crate::bootcfg::cmdline::CmdlineError;
+use crate::bootcfg::fstab::FstabError;
 use crate::bootcfg::{unified_diff, Cmdline, DeviceSpec, Fstab};
-use crate::host::Host;
 use std::path::{Path, PathBuf};
 
 /// How the target's root (or boot) partition is named in a boot file that
@@ -17,33 +18,50 @@ pub fn new_spec(old: &DeviceSpec, partuuid: &str, fs_uuid: &str) -> DeviceSpec {
     }
 }
 
+/// Why an edit cannot be made to a boot file.
+#[derive(Debug, thiserror::Error)]
+pub enum EditError {
+    #[error("{0}")]
+    Fstab(#[from] FstabError),
+    #[error("{0}")]
+    Cmdline(#[from] CmdlineError),
+    /// An operation meant for another kind of file.
+    #[error("{op:?} cannot be applied to {file}")]
+    Misplaced {
+        op: EditOperation,
+        file: &'static str,
+    },
+}
+
 /// Applies operations to a boot file's bytes, keeping every other byte.
-pub fn apply(bytes: &[u8], operations: &[EditOperation]) -> Result<Vec<u8>, String> {
+pub fn apply(bytes: &[u8], operations: &[EditOperation]) -> Result<Vec<u8>, EditError> {
+    let misplaced = |op: &EditOperation, file| EditError::Misplaced {
+        op: op.clone(),
+        file,
+    };
     let is_fstab = operations
         .iter()
         .any(|op| matches!(op, EditOperation::FstabSetSpec { .. }));
     if is_fstab {
-        let mut fstab = Fstab::parse(bytes).map_err(|e| e.to_string())?;
+        let mut fstab = Fstab::parse(bytes)?;
         for op in operations {
             match op {
-                EditOperation::FstabSetSpec { mountpoint, spec } => fstab
-                    .set_spec(mountpoint, spec)
-                    .map_err(|e| e.to_string())?,
-                other => return Err(format!("{other:?} cannot be applied to an fstab")),
+                EditOperation::FstabSetSpec { mountpoint, spec } => {
+                    fstab.set_spec(mountpoint, spec)?
+                }
+                other => return Err(misplaced(other, "an fstab")),
             }
         }
         return Ok(fstab.to_bytes());
     }
-    let mut cmdline = Cmdline::parse(bytes).map_err(|e| e.to_string())?;
+    let mut cmdline = Cmdline::parse(bytes)?;
     for op in operations {
         match op {
-            EditOperation::CmdlineSetRoot { spec } => {
-                cmdline.set_root(spec).map_err(|e| e.to_string())?
-            }
+            EditOperation::CmdlineSetRoot { spec } => cmdline.set_root(spec)?,
             EditOperation::CmdlineAdd { arg } => {
-                cmdline.try_add(arg).map_err(|e| e.to_string())?;
+                cmdline.try_add(arg)?;
             }
-            other => return Err(format!("{other:?} cannot be applied to cmdline.txt")),
+            other => return Err(misplaced(other, "cmdline.txt")),
         }
     }
     Ok(cmdline.to_bytes())
@@ -62,7 +80,7 @@ pub fn file_edit(
     target: EditTarget,
     current: &[u8],
     operations: Vec<EditOperation>,
-) -> Result<FileEdit, String> {
+) -> Result<FileEdit, EditError> {
     let edited = apply(current, &operations)?;
     Ok(FileEdit {
         site: target.site,
@@ -86,14 +104,21 @@ pub fn diff_files(from: &Path, to: &Path, old: &[u8], new: &[u8]) -> String {
     )
 }
 
+/// The one backup-naming rule, for every file on a boot partition:
 /// `cmdline.txt.pimigrate-backup`, or `.2`, `.3`... when an earlier run's
-/// backup is there: the oldest backup is the one that booted, keep it.
-pub fn backup_name(host: &Host, view_path: &Path) -> PathBuf {
-    let base = format!("{}.pimigrate-backup", view_path.display());
-    std::iter::once(PathBuf::from(&base))
-        .chain((2..1000).map(|n| PathBuf::from(format!("{base}.{n}"))))
-        .find(|candidate| !host.path(candidate).exists())
-        .unwrap_or_else(|| PathBuf::from(base))
+/// backup is there (`taken`): the oldest backup is the one that booted,
+/// and it is never overwritten.
+pub fn backup_name(file: &Path, taken: impl Fn(&Path) -> bool) -> PathBuf {
+    let with_suffix = |suffix: &str| {
+        let mut name = file.file_name().unwrap_or_default().to_os_string();
+        name.push(suffix);
+        file.with_file_name(name)
+    };
+    let first = with_suffix(".pimigrate-backup");
+    std::iter::once(first.clone())
+        .chain((2..1000).map(|n| with_suffix(&format!(".pimigrate-backup.{n}"))))
+        .find(|candidate| !taken(candidate))
+        .unwrap_or(first)
 }
 
 #[cfg(test)]

@@ -1,8 +1,30 @@
 //! The mkfs commands of a plan, fitted to the system that will mount the
 //! result.
 
+use super::MkfsStep;
 use crate::host::Host;
 use std::path::Path;
+
+/// The argument of a planned mkfs command that stands for the partition's
+/// device node (its name is known only once the kernel has read the table).
+pub const PARTITION_ARG: &str = "{partition}";
+
+impl MkfsStep {
+    /// The command with `node` as the partition: the device node when it
+    /// runs, a description of it when a person reads the plan.
+    pub fn command_for(&self, node: &str) -> Vec<String> {
+        self.command
+            .iter()
+            .map(|arg| {
+                if arg == PARTITION_ARG {
+                    node.to_string()
+                } else {
+                    arg.clone()
+                }
+            })
+            .collect()
+    }
+}
 
 /// `mke2fs 1.47.0 (5-Feb-2023)` → (1, 47).
 pub fn parse_e2fsprogs_version(text: &str) -> Option<(u32, u32)> {

@@ -14,6 +14,7 @@ pub mod render;
 mod source_check;
 pub mod space;
 mod target;
+pub mod trial;
 
 pub use options::{Layout, Options, TableChoice, TrialChoice};
 pub use planner::{plan, plan_with_progress};

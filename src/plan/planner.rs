@@ -9,6 +9,7 @@ use super::ids::{fresh_label, vfat_uuid_text, IdGenerator, KnownIds};
 use super::source_check::{check_source, CheckedSource};
 use super::space::SpaceCheck;
 use super::target::{check_target_is_free, identity, resolve_target};
+use super::trial::{trial_boot, wants_trial, TRIAL_CMDLINE};
 use super::*;
 use crate::system::disks::Disk;
 use crate::system::pi::{BootSupport, PiFamily};
@@ -429,7 +430,7 @@ fn mkfs_steps(system: &System, table: &TablePlan, ids: &NewIds, known: &KnownIds
                 if orphan_off {
                     command.extend(["-O".to_string(), "^orphan_file".to_string()]);
                 }
-                command.push("{partition}".to_string());
+                command.push(super::mkfs::PARTITION_ARG.to_string());
                 MkfsStep {
                     partition: part.number,
                     fstype: "ext4".into(),
@@ -452,7 +453,7 @@ fn mkfs_steps(system: &System, table: &TablePlan, ids: &NewIds, known: &KnownIds
                         &label,
                         "-i",
                         &format!("{serial:08X}"),
-                        "{partition}",
+                        super::mkfs::PARTITION_ARG,
                     ]
                     .map(str::to_string)
                     .to_vec(),
@@ -506,7 +507,7 @@ fn edits(
             arg: "rootwait".into(),
         });
     }
-    let fail = |err: String| Reason::new("source-edit", err);
+    let fail = |err: super::edits::EditError| Reason::new("source-edit", err.to_string());
     let fstab_edit = file_edit(
         EditTarget {
             site: EditSite::TargetRoot,
@@ -528,10 +529,7 @@ fn edits(
             site: EditSite::SourceBoot,
             file: &cmdline_name,
             output: &cmdline_name,
-            backup: Some(boot_relative(
-                source,
-                &backup_name(&system.host, source.cmdline_path),
-            )),
+            backup: Some(boot_backup(system, source, source.cmdline_path)),
             device: sd_boot_description(source),
         },
         (Layout::RootOnly, true) => EditTarget {
@@ -555,15 +553,20 @@ fn edits(
     Ok(vec![fstab_edit, cmdline_edit])
 }
 
-/// The command line a trial boot starts with, next to cmdline.txt.
-pub const TRIAL_CMDLINE: &str = "/cmdline.pimigrate.txt";
-pub const TRYBOOT_FILE: &str = "/tryboot.txt";
-
 /// A path on the boot partition, as seen from its root.
-fn boot_relative(source: &CheckedSource, path: &Path) -> PathBuf {
+pub(super) fn boot_relative(source: &CheckedSource, path: &Path) -> PathBuf {
     path.strip_prefix(source.boot_dir)
         .map(|p| Path::new("/").join(p))
         .unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// Where a file of the boot partition is backed up, by the one rule,
+/// beside any backup an earlier run left.
+pub(super) fn boot_backup(system: &System, source: &CheckedSource, path: &Path) -> PathBuf {
+    backup_name(&boot_relative(source, path), |name| {
+        let view = source.boot_dir.join(name.strip_prefix("/").unwrap_or(name));
+        system.host.path(view).exists()
+    })
 }
 
 fn sd_boot_description(source: &CheckedSource) -> String {
@@ -574,59 +577,6 @@ fn sd_boot_description(source: &CheckedSource) -> String {
         ),
         None => format!("the boot directory {}", source.boot_dir.display()),
     }
-}
-
-/// Whether this plan boots the new root once on trial first.
-fn wants_trial(system: &System, options: &Options) -> bool {
-    options.layout == Layout::RootOnly
-        && match options.trial {
-            TrialChoice::Auto => system.pi.tryboot_available,
-            TrialChoice::Always => true,
-            TrialChoice::Never => false,
-        }
-}
-
-/// tryboot.txt: the normal config.txt with the trial command line.
-fn trial_boot(system: &System, source: &CheckedSource) -> Result<TrialBoot, Reason> {
-    let config_path = source.boot_dir.join("config.txt");
-    let config_bytes = std::fs::read(system.host.path(&config_path)).map_err(|err| {
-        Reason::new(
-            "trial-unavailable",
-            format!(
-                "a trial boot needs {} to build tryboot.txt from: {err}",
-                config_path.display()
-            ),
-        )
-        .hint("use --no-trial to change cmdline.txt directly")
-    })?;
-    let tryboot =
-        tryboot_contents(&config_bytes).map_err(|err| Reason::new("trial-unavailable", err))?;
-    let tryboot_real = source.boot_dir.join(TRYBOOT_FILE.trim_start_matches('/'));
-    Ok(TrialBoot {
-        tryboot_file: TRYBOOT_FILE.into(),
-        cmdline_file: TRIAL_CMDLINE.into(),
-        backup: system
-            .host
-            .path(&tryboot_real)
-            .exists()
-            .then(|| boot_relative(source, &backup_name(&system.host, &tryboot_real))),
-        diff: super::edits::diff_files(
-            Path::new("/config.txt"),
-            Path::new(TRYBOOT_FILE),
-            &config_bytes,
-            &tryboot,
-        ),
-    })
-}
-
-/// config.txt with `cmdline=` pointing at the trial command line, in `[all]`.
-pub fn tryboot_contents(config_txt: &[u8]) -> Result<Vec<u8>, String> {
-    let mut config =
-        crate::bootcfg::ConfigTxt::parse(config_txt).map_err(|e| format!("config.txt: {e}"))?;
-    config
-        .try_set("cmdline", TRIAL_CMDLINE.trim_start_matches('/'))
-        .map_err(|e| format!("config.txt: {e}"))?;
-    Ok(config.to_bytes())
 }
 
 fn warnings(system: &System, target: &Disk, geometry: &Geometry, layout: Layout) -> Vec<String> {
