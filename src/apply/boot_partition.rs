@@ -184,6 +184,18 @@ pub fn restore(writer: &BootWriter, journal: &Journal) -> Result<Vec<String>> {
     Ok(done)
 }
 
+/// `pimigrate rollback`: with the state directory locked, the boot
+/// partition as it was before the migration, and the journal retired (to
+/// `migration.rolled-back.json`) so a new migration may start.
+pub fn roll_back(host: &Host, journal: &Journal, state_dir: &Path) -> Result<Vec<String>> {
+    let lock = StateLock::acquire(state_dir)?;
+    let restored = restore(&BootWriter::new(&lock, host, &journal.boot_dir), journal)?;
+    let done = state_dir.join("migration.rolled-back.json");
+    std::fs::rename(Journal::path(state_dir), &done)
+        .with_context(|| format!("retiring the journal to {}", done.display()))?;
+    Ok(restored)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

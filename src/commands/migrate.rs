@@ -1,10 +1,11 @@
 //! `pimigrate migrate`: the plan, a typed confirmation, then the executor.
 
 use super::plan::{options_from, scan_spinner};
-use super::{print_json, EXIT_OK, EXIT_REFUSED};
+use super::print_json;
 use crate::apply::journal::Journal;
 use crate::apply::migration::{self, ProgressDisplay, Start, Status};
 use crate::cli::{Cli, MigrateArgs};
+use crate::exit::{EXIT_OK, EXIT_REFUSED};
 use crate::host::Host;
 use crate::plan::render::{plan_text, Detail, Purpose};
 use crate::plan::{self, Plan};

@@ -1,7 +1,8 @@
 //! `pimigrate plan`: the dry run.
 
-use super::{print_json, EXIT_OK, EXIT_REFUSED};
+use super::print_json;
 use crate::cli::{Cli, PlanArgs};
+use crate::exit::{EXIT_OK, EXIT_REFUSED};
 use crate::host::Host;
 use crate::plan::render::{plan_text, Detail, Purpose};
 use crate::plan::{self, Options, TrialChoice};

@@ -2,10 +2,11 @@
 //! migration. Works from the SD system and from the migrated system (the
 //! journal travels to the new root).
 
-use super::{print_json, EXIT_OK};
-use crate::apply::boot_partition::{restore, BootWriter, StateLock};
+use super::print_json;
+use crate::apply::boot_partition::roll_back;
 use crate::apply::journal::Journal;
 use crate::cli::{Cli, RollbackArgs};
+use crate::exit::EXIT_OK;
 use crate::host::Host;
 use anyhow::{bail, Context, Result};
 use std::io::IsTerminal;
@@ -37,11 +38,7 @@ pub fn run(cli: &Cli, args: &RollbackArgs, host: &Host) -> Result<u8> {
             bail!("not confirmed; nothing was changed");
         }
     }
-    let lock = StateLock::acquire(&state_dir)?;
-    let restored = restore(&BootWriter::new(&lock, host, &journal.boot_dir), &journal)?;
-    let done = state_dir.join("migration.rolled-back.json");
-    std::fs::rename(Journal::path(&state_dir), &done)
-        .with_context(|| format!("retiring the journal to {}", done.display()))?;
+    let restored = roll_back(host, &journal, &state_dir)?;
     if cli.json {
         print_json(&serde_json::json!({"schema": "pimigrate.rollback/1", "restored": restored}))?;
     } else {

@@ -1,8 +1,8 @@
 //! `pimigrate wizard`, and `pimigrate` with no subcommand on a terminal:
 //! the guided migration (see src/wizard/ and docs/wizard.md).
 
-use super::{EXIT_ERROR, EXIT_OK, EXIT_REFUSED};
 use crate::cli::{Cli, WizardArgs};
+use crate::exit::{EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED, EXIT_USAGE};
 use crate::host::Host;
 use crate::plan::TrialChoice;
 use crate::system::System;
@@ -10,11 +10,6 @@ use crate::ui::TerminalUi;
 use crate::wizard::{Benchmarks, Outcome, Settings, Wizard};
 use anyhow::{bail, Result};
 use std::io::IsTerminal;
-
-/// clap's code for bad usage.
-pub const EXIT_USAGE: u8 = 2;
-/// Stopped by the person (Esc, Ctrl-C), as a shell reports Ctrl-C.
-pub const EXIT_STOPPED: u8 = 130;
 
 /// `pimigrate` alone: the wizard for a person at a terminal; help (and
 /// the usage error code) for a script, which must say what it wants.
@@ -84,7 +79,7 @@ fn settings_from(args: &WizardArgs) -> Settings {
 fn exit_code(outcome: &Outcome) -> u8 {
     match outcome {
         Outcome::Migrated(_) | Outcome::Rehearsed | Outcome::NothingToDo => EXIT_OK,
-        Outcome::Stopped => EXIT_STOPPED,
+        Outcome::Stopped => EXIT_INTERRUPTED,
         Outcome::NotConfirmed => EXIT_ERROR,
         Outcome::Refused => EXIT_REFUSED,
     }

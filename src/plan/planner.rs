@@ -7,10 +7,10 @@ use super::firmware::{boot_order_advice, check_full_move_bootable, choose_table,
 use super::geometry::{self, Geometry};
 use super::ids::{fresh_label, vfat_uuid_text, IdGenerator, KnownIds};
 use super::source_check::{check_source, CheckedSource};
-use super::space::SpaceCheck;
 use super::target::{check_target_is_free, identity, resolve_target};
 use super::trial::{trial_boot, wants_trial, TRIAL_CMDLINE};
 use super::*;
+use crate::space::SpaceCheck;
 use crate::system::disks::Disk;
 use crate::system::pi::{BootSupport, PiFamily};
 use crate::system::usage::{self, Exclusion};

@@ -11,6 +11,7 @@ pub mod health;
 pub mod kernel_log;
 pub mod old_root;
 pub mod render;
+pub mod state;
 
 use crate::plan::Layout;
 use crate::system::disks::Disk;
