@@ -1,10 +1,15 @@
 //! The boot-file changes of a migration, as operations that can be applied
 //! again at apply time, and as diffs to show now.
 
-use super::{EditOperation, EditSite, FileEdit};
+use super::options::Layout;
+use super::refusal::Reason;
+use super::source_check::CheckedSource;
+use super::trial::TRIAL_CMDLINE;
+use super::{EditOperation, EditSite, FileEdit, MkfsStep, PartitionRole, TablePlan};
 use crate::bootcfg::cmdline::CmdlineError;
 use crate::bootcfg::fstab::FstabError;
 use crate::bootcfg::{unified_diff, Cmdline, DeviceSpec, Fstab};
+use crate::system::System;
 use std::path::{Path, PathBuf};
 
 /// How the target's root (or boot) partition is named in a boot file that
@@ -119,6 +124,125 @@ pub fn backup_name(file: &Path, taken: impl Fn(&Path) -> bool) -> PathBuf {
         .chain((2..1000).map(|n| with_suffix(&format!(".pimigrate-backup.{n}"))))
         .find(|candidate| !taken(candidate))
         .unwrap_or(first)
+}
+
+/// The boot-file edits of a plan: fstab on the new root, and cmdline.txt
+/// where the firmware will read it (the SD card's, its trial copy, or the
+/// new boot partition's).
+pub(super) fn plan_edits(
+    system: &System,
+    source: &CheckedSource,
+    table: &TablePlan,
+    filesystems: &[MkfsStep],
+    layout: Layout,
+    trial: bool,
+) -> Result<Vec<FileEdit>, Reason> {
+    let part = |role| table.partitions.iter().find(|p| p.role == role);
+    let fs = |number| filesystems.iter().find(|f| f.partition == number);
+    let root_part = part(PartitionRole::Root).expect("every layout has a root partition");
+    let root_fs = fs(root_part.number).expect("every partition gets a filesystem");
+    let root_for = |old: &DeviceSpec| new_spec(old, &root_part.partuuid, &root_fs.uuid);
+    let mut fstab_ops = vec![EditOperation::FstabSetSpec {
+        mountpoint: "/".into(),
+        spec: root_for(&source.summary.root_spec),
+    }];
+    if layout == Layout::Full {
+        if let (Some(boot_entry), Some(boot_part)) =
+            (source.fstab.boot(), part(PartitionRole::Boot))
+        {
+            if let Ok(old) = boot_entry.device_spec() {
+                let boot_fs = fs(boot_part.number).expect("every partition gets a filesystem");
+                fstab_ops.push(EditOperation::FstabSetSpec {
+                    mountpoint: boot_entry.mountpoint.clone(),
+                    spec: new_spec(&old, &boot_part.partuuid, &boot_fs.uuid),
+                });
+            }
+        }
+    }
+    let cmdline_root = source
+        .cmdline
+        .root()
+        .map_err(|e| Reason::new("source-cmdline", e.to_string()))?;
+    let mut cmdline_ops = vec![EditOperation::CmdlineSetRoot {
+        spec: root_for(&cmdline_root),
+    }];
+    if !source.cmdline.has("rootwait") {
+        cmdline_ops.push(EditOperation::CmdlineAdd {
+            arg: "rootwait".into(),
+        });
+    }
+    let fail = |err: EditError| Reason::new("source-edit", err.to_string());
+    let fstab_edit = file_edit(
+        EditTarget {
+            site: EditSite::TargetRoot,
+            file: Path::new("/etc/fstab"),
+            output: Path::new("/etc/fstab"),
+            backup: Some("/etc/fstab.pimigrate-backup".into()),
+            device: format!(
+                "the new root filesystem (partition {} of the target)",
+                root_part.number
+            ),
+        },
+        source.fstab_bytes,
+        fstab_ops,
+    )
+    .map_err(fail)?;
+    let cmdline_name = boot_relative(source, source.cmdline_path);
+    let target = match (layout, trial) {
+        (Layout::RootOnly, false) => EditTarget {
+            site: EditSite::SourceBoot,
+            file: &cmdline_name,
+            output: &cmdline_name,
+            backup: Some(boot_backup(system, source, source.cmdline_path)),
+            device: sd_boot_description(source),
+        },
+        (Layout::RootOnly, true) => EditTarget {
+            site: EditSite::SourceBoot,
+            file: &cmdline_name,
+            output: Path::new(TRIAL_CMDLINE),
+            backup: None,
+            device: sd_boot_description(source),
+        },
+        (Layout::Full, _) => EditTarget {
+            site: EditSite::TargetBoot,
+            file: &cmdline_name,
+            output: &cmdline_name,
+            // The SD card's boot files are copied there, backups and all:
+            // the name free on the SD card is free on the copy.
+            backup: Some(boot_backup(system, source, source.cmdline_path)),
+            device:
+                "the new boot partition (partition 1 of the target); the SD card is not changed"
+                    .into(),
+        },
+    };
+    let cmdline_edit = file_edit(target, source.cmdline_bytes, cmdline_ops).map_err(fail)?;
+    Ok(vec![fstab_edit, cmdline_edit])
+}
+
+/// A path on the boot partition, as seen from its root.
+pub(super) fn boot_relative(source: &CheckedSource, path: &Path) -> PathBuf {
+    path.strip_prefix(source.boot_dir)
+        .map(|p| Path::new("/").join(p))
+        .unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// Where a file of the boot partition is backed up, by the one rule,
+/// beside any backup an earlier run left.
+pub(super) fn boot_backup(system: &System, source: &CheckedSource, path: &Path) -> PathBuf {
+    backup_name(&boot_relative(source, path), |name| {
+        let view = source.boot_dir.join(name.strip_prefix("/").unwrap_or(name));
+        system.host.path(view).exists()
+    })
+}
+
+pub(super) fn sd_boot_description(source: &CheckedSource) -> String {
+    match &source.summary.boot_device {
+        Some(dev) => format!(
+            "the SD card's boot partition {dev}, mounted at {}",
+            source.boot_dir.display()
+        ),
+        None => format!("the boot directory {}", source.boot_dir.display()),
+    }
 }
 
 #[cfg(test)]

@@ -2,8 +2,8 @@
 //! the command line it starts with, and tryboot.txt (config.txt pointing at
 //! that command line), decided here; written by the executor.
 
+use super::edits::boot_backup;
 use super::options::{Layout, Options, TrialChoice};
-use super::planner::boot_backup;
 use super::source_check::CheckedSource;
 use super::{Reason, TrialBoot};
 use crate::bootcfg::ConfigTxtError;
