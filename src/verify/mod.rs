@@ -3,6 +3,7 @@
 //! running system, health warnings (advice only), and the before/after
 //! benchmark comparison. Deciding is here; the command does the I/O order.
 
+pub mod after;
 pub mod checks;
 pub mod commit;
 pub mod compare;
