@@ -2,7 +2,8 @@
 
 use crate::bench::engine::EngineKind;
 use crate::bench::suite::Preset;
-use crate::plan::{Layout, TableChoice, TrialChoice};
+use crate::plan::{Layout, Options, TableChoice, TrialChoice};
+use crate::wizard::{Benchmarks, Settings};
 use clap::builder::PossibleValue;
 use clap::ValueEnum;
 use clap::{Args, Parser, Subcommand};
@@ -359,6 +360,74 @@ fn parse_hex_u32(text: &str) -> Result<u32, String> {
     let digits = text.trim_start_matches("0x");
     u32::from_str_radix(digits, 16)
         .map_err(|_| format!("'{text}' is not 8 hex digits, like 6c586e13"))
+}
+
+impl PlanArgs {
+    /// `--target`, which clap cannot require for `migrate --resume` alone.
+    pub fn required_target(&self) -> PathBuf {
+        match &self.target {
+            Some(target) => target.clone(),
+            None => {
+                use clap::CommandFactory;
+                Cli::command()
+                    .error(
+                        clap::error::ErrorKind::MissingRequiredArgument,
+                        "--target DEV is required",
+                    )
+                    .exit()
+            }
+        }
+    }
+
+    /// The flags as the planner takes them.
+    pub fn options(&self) -> Options {
+        Options {
+            target: self.required_target(),
+            layout: self.layout,
+            table: self.table,
+            boot_size: self.boot_size,
+            root_size: self.root_size,
+            excludes: self.exclude.clone(),
+            seed: self.seed,
+            disk_signature: self.disk_signature,
+            trial: if self.no_trial {
+                TrialChoice::Never
+            } else {
+                self.trial
+            },
+            checksum: self.checksum,
+        }
+    }
+}
+
+impl WizardArgs {
+    /// The flags as the wizard takes them: what they answer in advance.
+    pub fn settings(&self) -> Settings {
+        Settings {
+            target: self.target.clone(),
+            layout: self.layout,
+            table: self.table,
+            benchmarks: if self.no_bench {
+                Benchmarks::Skip
+            } else if self.quick {
+                Benchmarks::Quick
+            } else {
+                Benchmarks::Ask
+            },
+            bench_blank: match (self.bench_blank, self.no_bench_blank) {
+                (true, _) => Some(true),
+                (_, true) => Some(false),
+                _ => None,
+            },
+            trial: match (self.trial, self.no_trial) {
+                (true, _) => Some(TrialChoice::Always),
+                (_, true) => Some(TrialChoice::Never),
+                _ => None,
+            },
+            yes: self.yes,
+            seed: self.seed,
+        }
+    }
 }
 
 // The domain's choices as clap sees them: their names and help live here,

@@ -1,6 +1,6 @@
 //! `pimigrate migrate`: the plan, a typed confirmation, then the executor.
 
-use super::plan::{options_from, scan_spinner};
+use super::plan::scan_spinner;
 use super::print_json;
 use crate::apply::journal::Journal;
 use crate::apply::migration::{self, ProgressDisplay, Start, Status};
@@ -88,7 +88,7 @@ fn make_plan(cli: &Cli, args: &MigrateArgs, system: &System) -> Result<Result<Pl
     let spinner = scan_spinner(cli);
     // No handler is installed yet: Ctrl-C here ends the process, before
     // anything is written.
-    let result = plan::plan_with_progress(system, &options_from(&args.plan), &mut |_| {
+    let result = plan::plan_with_progress(system, &args.plan.options(), &mut |_| {
         if let Some(spinner) = &spinner {
             spinner.tick();
         }
