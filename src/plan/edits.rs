@@ -249,6 +249,25 @@ pub(super) fn sd_boot_description(source: &CheckedSource) -> String {
 mod tests {
     use super::*;
 
+    /// The one rule: the first free name, so the backup of the version that
+    /// booted (an earlier run's) is never overwritten.
+    #[test]
+    fn backups_take_the_first_free_name() {
+        let file = Path::new("/cmdline.txt");
+        assert_eq!(
+            backup_name(file, |_| false),
+            Path::new("/cmdline.txt.pimigrate-backup")
+        );
+        let taken = [
+            PathBuf::from("/cmdline.txt.pimigrate-backup"),
+            PathBuf::from("/cmdline.txt.pimigrate-backup.2"),
+        ];
+        assert_eq!(
+            backup_name(file, |p| taken.iter().any(|t| t == p)),
+            Path::new("/cmdline.txt.pimigrate-backup.3")
+        );
+    }
+
     #[test]
     fn uuid_stays_uuid_and_everything_else_becomes_partuuid() {
         let partuuid = "1a2b3c4d-02";
