@@ -1,6 +1,11 @@
 //! Command-line types (clap). Only subcommands that work are registered.
 
-use crate::plan::{Layout, TableChoice, TrialChoice};
+use crate::bench::engine::EngineKind;
+use crate::bench::suite::Preset;
+use crate::plan::{Layout, Options, TableChoice, TrialChoice};
+use crate::wizard::{Benchmarks, Settings};
+use clap::builder::PossibleValue;
+use clap::ValueEnum;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -259,7 +264,7 @@ pub struct BenchArgs {
 
     /// standard: SEQ1M Q8/Q1 and RND4K Q32/Q1; a1: Raspberry Pi's SD card test.
     #[arg(long, value_enum)]
-    pub preset: Option<crate::bench::suite::Preset>,
+    pub preset: Option<Preset>,
 
     /// Seconds each timed test runs after its ramp.
     #[arg(long, value_name = "S", value_parser = crate::bench::suite::parse_runtime)]
@@ -280,7 +285,7 @@ pub struct BenchArgs {
 
     /// I/O engine (default: io_uring when the kernel has it, else threads).
     #[arg(long, value_enum)]
-    pub engine: Option<crate::bench::engine::EngineKind>,
+    pub engine: Option<EngineKind>,
 
     /// Do not keep the report under <state-dir>/reports.
     #[arg(long)]
@@ -328,12 +333,23 @@ pub struct RecommendArgs {
     /// Also compare loop devices (for testing).
     #[arg(long, hide_short_help = true)]
     pub all: bool,
+}
 
-    /// Blank drives whose writes may be measured on the raw device. Never
-    /// a flag: the `recommend` command writes to no raw disk; the wizard
-    /// fills it in once the person agreed (or `--yes` names the target).
-    #[arg(skip)]
-    pub raw_writes_allowed: Vec<PathBuf>,
+impl RecommendArgs {
+    /// The flags as the ranking takes them; `recommend` writes to no raw
+    /// disk.
+    pub fn rank_options(&self) -> crate::recommend::rank::RankOptions {
+        crate::recommend::rank::RankOptions {
+            quick: self.quick,
+            runtime: self.runtime,
+            size: self.size,
+            reuse: self.reuse,
+            fresh: self.fresh,
+            max_age: self.max_age,
+            all: self.all,
+            raw_writes_allowed: Vec::new(),
+        }
+    }
 }
 
 fn parse_size(text: &str) -> Result<u64, String> {
@@ -344,6 +360,186 @@ fn parse_hex_u32(text: &str) -> Result<u32, String> {
     let digits = text.trim_start_matches("0x");
     u32::from_str_radix(digits, 16)
         .map_err(|_| format!("'{text}' is not 8 hex digits, like 6c586e13"))
+}
+
+impl PlanArgs {
+    /// `--target`, which clap cannot require for `migrate --resume` alone.
+    pub fn required_target(&self) -> PathBuf {
+        match &self.target {
+            Some(target) => target.clone(),
+            None => {
+                use clap::CommandFactory;
+                Cli::command()
+                    .error(
+                        clap::error::ErrorKind::MissingRequiredArgument,
+                        "--target DEV is required",
+                    )
+                    .exit()
+            }
+        }
+    }
+
+    /// The flags as the planner takes them.
+    pub fn options(&self) -> Options {
+        Options {
+            target: self.required_target(),
+            layout: self.layout,
+            table: self.table,
+            boot_size: self.boot_size,
+            root_size: self.root_size,
+            excludes: self.exclude.clone(),
+            seed: self.seed,
+            disk_signature: self.disk_signature,
+            trial: if self.no_trial {
+                TrialChoice::Never
+            } else {
+                self.trial
+            },
+            checksum: self.checksum,
+        }
+    }
+}
+
+impl WizardArgs {
+    /// The flags as the wizard takes them: what they answer in advance.
+    pub fn settings(&self) -> Settings {
+        Settings {
+            target: self.target.clone(),
+            layout: self.layout,
+            table: self.table,
+            benchmarks: if self.no_bench {
+                Benchmarks::Skip
+            } else if self.quick {
+                Benchmarks::Quick
+            } else {
+                Benchmarks::Ask
+            },
+            bench_blank: match (self.bench_blank, self.no_bench_blank) {
+                (true, _) => Some(true),
+                (_, true) => Some(false),
+                _ => None,
+            },
+            trial: match (self.trial, self.no_trial) {
+                (true, _) => Some(TrialChoice::Always),
+                (_, true) => Some(TrialChoice::Never),
+                _ => None,
+            },
+            yes: self.yes,
+            seed: self.seed,
+        }
+    }
+}
+
+// The domain's choices as clap sees them: their names and help live here,
+// so `plan/` and `bench/` need nothing of clap.
+
+fn value(name: &'static str, help: Option<&'static str>) -> Option<PossibleValue> {
+    let value = PossibleValue::new(name);
+    Some(match help {
+        Some(help) => value.help(help),
+        None => value,
+    })
+}
+
+impl ValueEnum for Layout {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[Layout::RootOnly, Layout::Full]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        match self {
+            Layout::RootOnly => value(
+                "root-only",
+                Some(
+                    "Only the root filesystem moves; the SD card keeps the boot partition and \
+                     must stay in. Works on every Pi",
+                ),
+            ),
+            Layout::Full => value(
+                "full",
+                Some("Boot and root move; the Pi boots from the target without the SD card"),
+            ),
+        }
+    }
+}
+
+impl ValueEnum for TableChoice {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[TableChoice::Auto, TableChoice::Mbr, TableChoice::Gpt]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        match self {
+            TableChoice::Auto => value(
+                "auto",
+                Some(
+                    "MBR unless the disk is over 2 TiB or needs GPT, and never a table the \
+                     firmware cannot read in a full move",
+                ),
+            ),
+            TableChoice::Mbr => value("mbr", None),
+            TableChoice::Gpt => value("gpt", None),
+        }
+    }
+}
+
+impl ValueEnum for TrialChoice {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[TrialChoice::Auto, TrialChoice::Always, TrialChoice::Never]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        match self {
+            TrialChoice::Auto => value(
+                "auto",
+                Some("When the firmware has tryboot (Pi 4, 400, CM4, Pi 5)"),
+            ),
+            TrialChoice::Always => value(
+                "always",
+                Some("Always (a firmware pimigrate cannot identify, such as the emulated Pi)"),
+            ),
+            TrialChoice::Never => value("never", Some("Never: change cmdline.txt directly")),
+        }
+    }
+}
+
+impl ValueEnum for Preset {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[Preset::Standard, Preset::Quick, Preset::A1]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        match self {
+            Preset::Standard => value(
+                "standard",
+                Some("SEQ1M Q8/Q1 and RND4K Q32/Q1, read and write (about a minute)"),
+            ),
+            Preset::Quick => value(
+                "quick",
+                Some("The standard tests, shorter and on a smaller file (under 20 s)"),
+            ),
+            Preset::A1 => value(
+                "a1",
+                Some(
+                    "Raspberry Pi's SD card test: 256 MiB, queue depth 32, 4 MiB sequential, \
+                     4K random for 10 s; graded A1/A2",
+                ),
+            ),
+        }
+    }
+}
+
+impl ValueEnum for EngineKind {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[EngineKind::IoUring, EngineKind::Threads]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        match self {
+            EngineKind::IoUring => value("io-uring", None),
+            EngineKind::Threads => value("threads", None),
+        }
+    }
 }
 
 #[cfg(test)]

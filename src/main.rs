@@ -8,7 +8,7 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
             eprintln!("pimigrate: {err:#}");
-            ExitCode::from(pimigrate::commands::EXIT_ERROR)
+            ExitCode::from(pimigrate::exit::EXIT_ERROR)
         }
     }
 }

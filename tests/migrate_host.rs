@@ -341,6 +341,23 @@ fn migrate_without_yes_off_a_terminal_writes_nothing() {
     assert_first_mib_blank(&setup.image);
 }
 
+/// Regression (issues #15 and #17): `-q migrate` printed the brief plan of
+/// a dry run ("dry run, nothing written") right before erasing the target.
+#[test]
+fn quiet_migrate_does_not_call_itself_a_dry_run() {
+    if !require_root("migrating to a loop device") {
+        return;
+    }
+    let setup = Setup::new();
+    let output = setup.run(&["-q", "migrate", "--target", &setup.device]);
+    assert_eq!(exit_code(&output), 1, "{}", stderr(&output));
+    let brief = stdout(&output);
+    assert!(brief.starts_with("Plan: "), "{brief}");
+    assert!(!brief.to_lowercase().contains("dry run"), "{brief}");
+    assert!(brief.contains("nothing written yet"), "{brief}");
+    assert_first_mib_blank(&setup.image);
+}
+
 /// Starts a migration that stops itself (SIGSTOP) at `point`, and waits
 /// until it has.
 fn start_stopped(setup: &Setup, args: &[&str], point: &str) -> std::process::Child {

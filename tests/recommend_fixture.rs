@@ -7,13 +7,8 @@
 use crate::common;
 
 use common::*;
-use pimigrate::bench::dio::{AlignmentSource, DirectIoAlignment};
-use pimigrate::bench::engine::{EngineChoice, EngineKind};
-use pimigrate::bench::job::{Direction, Pattern};
-use pimigrate::bench::machine::MachineInfo;
-use pimigrate::bench::report::{self, DeviceIdentity, Parameters, Report, TargetInfo};
-use pimigrate::bench::suite::{Preset, SuiteParams, TestResult};
-use pimigrate::bench::target::TargetKind;
+use pimigrate::bench::report::{self, DeviceIdentity, Report};
+use pimigrate::bench::sample::{SampleReport, Speeds, FLASH_STICK, SD_A1, USB_SSD};
 use pimigrate::host::Host;
 use pimigrate::system::System;
 use serde_json::Value;
@@ -22,11 +17,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 const STATE_DIR: &str = "/var/lib/pimigrate-test";
 
-/// RND4K Q32 read/write, Q1 read/write IOPS, SEQ1M read/write MB/s.
-type Speeds = [f64; 6];
-const SD_A1: Speeds = [2_600.0, 800.0, 1_900.0, 450.0, 44.0, 21.0];
-const USB_SSD: Speeds = [36_000.0, 28_000.0, 4_200.0, 3_900.0, 340.0, 310.0];
-const FLASH_STICK: Speeds = [2_000.0, 45.0, 1_500.0, 30.0, 38.0, 5.0];
+/// Absurdly fast: a report that must never be used.
+const ABSURD: Speeds = Speeds {
+    q32: (1e9, 1e9),
+    q1: (1e9, 1e9),
+    seq: (1e9, 1e9),
+};
 
 fn now() -> u64 {
     SystemTime::now()
@@ -35,91 +31,18 @@ fn now() -> u64 {
         .as_secs()
 }
 
-fn result(name: &str, block_size: u32, queue_depth: u32, iops: f64) -> TestResult {
-    let mb_per_s = iops * f64::from(block_size) / 1e6;
-    TestResult {
-        name: name.into(),
-        direction: if name.ends_with("write") {
-            Direction::Write
-        } else {
-            Direction::Read
-        },
-        pattern: if name.starts_with("SEQ") {
-            Pattern::Sequential
-        } else {
-            Pattern::Random
-        },
-        block_size,
-        queue_depth,
-        ios: (iops * 5.0) as u64,
-        bytes: (iops * 5.0) as u64 * u64::from(block_size),
-        seconds: 5.0,
-        flush_seconds: Some(0.01),
-        mb_per_s,
-        mib_per_s: mb_per_s / 1.048_576,
-        iops,
-        latency: None,
-        cpu_seconds: 0.1,
-        cpu_us_per_io: None,
-    }
-}
-
-/// A test-file report of the standard suite, as `bench` saves it.
+/// A test-file report of the standard suite, as `bench` saves it (the
+/// shared test builder), measured on this fixture machine.
 fn report(system: &System, disk: &str, s: Speeds, unix_time: u64) -> Report {
     let disk = system.disks.iter().find(|d| d.name == disk).unwrap();
-    let seq = |mb_s: f64| mb_s * 1e6 / f64::from(1u32 << 20);
-    let results = vec![
-        result("SEQ1M Q8 read", 1 << 20, 8, seq(s[4])),
-        result("SEQ1M Q1 read", 1 << 20, 1, seq(s[4])),
-        result("RND4K Q32 read", 4096, 32, s[0]),
-        result("RND4K Q1 read", 4096, 1, s[2]),
-        result("SEQ1M Q8 write", 1 << 20, 8, seq(s[5])),
-        result("SEQ1M Q1 write", 1 << 20, 1, seq(s[5])),
-        result("RND4K Q32 write", 4096, 32, s[1]),
-        result("RND4K Q1 write", 4096, 1, s[3]),
-    ];
-    Report {
-        schema: report::SCHEMA.into(),
-        id: format!("{unix_time}-{}-4242", disk.name),
-        started_at: report::rfc3339_utc(unix_time),
-        unix_time,
-        duration_seconds: 60.0,
-        tool_version: env!("CARGO_PKG_VERSION").into(),
-        machine: MachineInfo {
-            kernel_release: "6.6.31+rpt-rpi-v8".into(),
-            kernel_version: "#1 SMP PREEMPT Debian 1:6.6.31-1+rpt1".into(),
-            arch: "aarch64".into(),
-            pi_model: system.pi.model.clone(),
-            throttled: None,
-        },
-        target: TargetInfo {
-            kind: TargetKind::File,
-            path: "/".into(),
-            filesystem: Some("ext4".into()),
-            mountpoint: Some("/".into()),
-            partition: Some(1),
-            device: Some(DeviceIdentity::from_disk(disk)),
-        },
-        engine: EngineChoice {
-            kind: EngineKind::IoUring,
-            fallback_reason: None,
-        },
-        parameters: Parameters {
-            suite: SuiteParams::new(Preset::Standard, None, None),
-            span_bytes: 1 << 30,
-            size_note: None,
-            layout_seconds: Some(9.0),
-            direct_io: DirectIoAlignment {
-                memory: 512,
-                offset: 512,
-                source: AlignmentSource::Statx,
-            },
-            writes: true,
-            destructive: false,
-        },
-        grades: report::grade(Preset::Standard, &results),
-        results,
-    }
+    SampleReport::new(format!("{unix_time}-{}-4242", disk.name), unix_time)
+        .device(DeviceIdentity::from_disk(disk))
+        .with(|r| {
+            r.machine.pi_model = system.pi.model.clone();
+            r.target.partition = Some(1);
+        })
+        .speeds(s)
+        .build()
 }
 
 /// The Pi 4 fixture copied to a temporary directory, so its state
@@ -184,7 +107,7 @@ fn saved_machine() -> (tempfile::TempDir, PathBuf) {
             report(&system, "mmcblk0", SD_A1, now - 3_600),
             report(&system, "sda", USB_SSD, now - 7_200),
             // Older than 30 days, and absurdly fast: must not be used.
-            report(&system, "sda", [1e9; 6], now - 40 * 86_400),
+            report(&system, "sda", ABSURD, now - 40 * 86_400),
             report(&system, "sdb", FLASH_STICK, now - 600),
             // The read-only card reader is never compared.
             report(&system, "sdc", USB_SSD, now - 600),

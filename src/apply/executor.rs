@@ -1,9 +1,11 @@
-//! Applies a plan, one journaled step at a time. The only code that writes.
+//! Applies a plan, one journaled step at a time: the only code that writes
+//! to the target; the SD card's boot files through [`BootWriter`].
 //!
 //! Order is what keeps the source safe: everything happens on the target
 //! first; the source's boot files change last, atomically, after a backup,
 //! so an interruption at any point leaves a Pi that boots as before.
 
+use super::boot_partition::{BootWriter, StateLock};
 use super::journal::{Journal, Step};
 use super::log::MigrationLog;
 use super::loopparts::PartitionLoops;
@@ -11,7 +13,7 @@ use super::mount::{bind_read_only, mount_device, Mounted};
 use super::reread::{reread_partition_table, wait_for_partitions, ReReadOutcome};
 use super::{atomic, table, wipe};
 use crate::host::Host;
-use crate::plan::planner::{tryboot_contents, TRIAL_CMDLINE};
+use crate::plan::trial::{self, CONFIG_TXT};
 use crate::plan::{edits, EditSite, FileEdit, PartitionRole, Plan, TargetIdentity};
 use crate::system::disks::Transport;
 use crate::system::System;
@@ -75,7 +77,8 @@ fn explain_lost_target(host: &Host, planned: &TargetIdentity, err: anyhow::Error
 fn apply_steps(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<Journal> {
     let host = &system.host;
     let state_dir = host.path(&host.state_dir);
-    let _lock = lock_state_dir(&state_dir)?;
+    let lock = StateLock::acquire(&state_dir)?;
+    let sd_boot = BootWriter::new(&lock, host, &journal.boot_dir);
     super::mount::clean_up_stale_mounts()?;
     let mut journal = journal;
     let plan = journal.plan.clone();
@@ -130,7 +133,7 @@ fn apply_steps(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<
     // new root, so `rollback` there knows them too.
     let source_boot = match plan.edits.iter().find(|e| e.site == EditSite::SourceBoot) {
         Some(edit) if !journal.is_done(Step::SourceBootEdited) => {
-            Some(prepare_source_boot(host, &mut journal, edit, &plan)?)
+            Some(prepare_source_boot(&sd_boot, &mut journal, edit, &plan)?)
         }
         _ => None,
     };
@@ -150,23 +153,11 @@ fn apply_steps(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<
         if let Some(writes) = source_boot {
             (ctx.step)("updating the SD card's boot files (last, atomically, after a backup)");
             crate::failpoint::hit("source-edit-start");
-            write_source_boot(host, &journal, &writes)?;
+            write_source_boot(&sd_boot, &writes)?;
         }
         journal.mark(Step::SourceBootEdited, &state_dir)?;
     }
     Ok(journal)
-}
-
-/// One pimigrate at a time: an exclusive lock in the state directory.
-fn lock_state_dir(state_dir: &Path) -> Result<nix::fcntl::Flock<std::fs::File>> {
-    std::fs::create_dir_all(state_dir)
-        .with_context(|| format!("creating {}", state_dir.display()))?;
-    let path = state_dir.join("lock");
-    let file =
-        std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
-    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
-        .map_err(|(_, err)| err)
-        .with_context(|| format!("another pimigrate is running (it holds {})", path.display()))
 }
 
 /// Right before the first write: is the target still the disk the user saw?
@@ -302,7 +293,7 @@ fn partition_and_format(
     if !journal.is_done(Step::Formatted) {
         for (mkfs, device) in plan.filesystems.iter().zip(devices.paths()) {
             (ctx.step)(&format!("creating {} on {}", mkfs.fstype, device.display()));
-            run_mkfs(&mkfs.command, &device)?;
+            run_mkfs(&mkfs.command_for(&device.to_string_lossy()))?;
             crate::failpoint::hit("after-mkfs");
         }
         journal.mark(Step::Formatted, state_dir)?;
@@ -310,8 +301,8 @@ fn partition_and_format(
     Ok(devices)
 }
 
-/// Runs a planned mkfs command with the partition's device put in.
-fn run_mkfs(command: &[String], device: &Path) -> Result<()> {
+/// Runs a planned mkfs command (the partition's device already put in).
+fn run_mkfs(command: &[String]) -> Result<()> {
     let (program, args) = command.split_first().context("an empty mkfs command")?;
     let Some(path) = crate::tools::which(program) else {
         bail!(
@@ -319,12 +310,8 @@ fn run_mkfs(command: &[String], device: &Path) -> Result<()> {
             crate::tools::package_for(program)
         );
     };
-    let args: Vec<String> = args
-        .iter()
-        .map(|a| a.replace("{partition}", &device.to_string_lossy()))
-        .collect();
     let output = std::process::Command::new(&path)
-        .args(&args)
+        .args(args)
         .output()
         .with_context(|| format!("running {program}"))?;
     if !output.status.success() {
@@ -362,7 +349,6 @@ fn edit_in_place(root: &Path, edit: &FileEdit) -> Result<()> {
     let file = inside(&edit.file);
     let current = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
     let edited = edits::apply(&current, &edit.operations)
-        .map_err(|e| anyhow::anyhow!(e))
         .with_context(|| format!("editing {}", file.display()))?;
     if let Some(backup) = &edit.backup {
         atomic::backup(&file, &inside(backup))?;
@@ -382,29 +368,28 @@ struct SourceBootWrites {
 /// create and back up, before a byte is written, so `rollback` finds it
 /// after a crash.
 fn prepare_source_boot(
-    host: &Host,
+    sd_boot: &BootWriter,
     journal: &mut Journal,
     edit: &FileEdit,
     plan: &Plan,
 ) -> Result<SourceBootWrites> {
-    let boot = host.path(&journal.boot_dir);
-    let inside = |p: &Path| boot.join(p.strip_prefix("/").unwrap_or(p));
     let on_boot = |p: &Path| journal.boot_dir.join(p.strip_prefix("/").unwrap_or(p));
-    let current = std::fs::read(inside(&edit.file))
-        .with_context(|| format!("reading {}", inside(&edit.file).display()))?;
-    let edited = edits::apply(&current, &edit.operations).map_err(|e| anyhow::anyhow!(e))?;
+    let current = sd_boot.read(&edit.file)?;
+    let edited = edits::apply(&current, &edit.operations)?;
     let (backups, created, writes) = match &plan.trial_boot {
         Some(trial) => {
-            let config = std::fs::read(boot.join("config.txt")).context("reading config.txt")?;
-            let tryboot = tryboot_contents(&config).map_err(|e| anyhow::anyhow!(e))?;
-            let mut created = vec![on_boot(Path::new(TRIAL_CMDLINE))];
+            let config = sd_boot
+                .read(Path::new(CONFIG_TXT))
+                .context("reading config.txt")?;
+            let tryboot = trial::tryboot_contents(&config)?;
+            let mut created = vec![on_boot(Path::new(trial::TRIAL_CMDLINE))];
             let mut backups = Vec::new();
             match &trial.backup {
                 Some(backup) => backups.push((trial.tryboot_file.clone(), backup.clone())),
                 None => created.push(on_boot(&trial.tryboot_file)),
             }
             let writes = vec![
-                (PathBuf::from(TRIAL_CMDLINE), edited),
+                (PathBuf::from(trial::TRIAL_CMDLINE), edited),
                 (trial.tryboot_file.clone(), tryboot),
             ];
             (backups, created, writes)
@@ -430,14 +415,12 @@ fn prepare_source_boot(
 }
 
 /// Backs up, then replaces, each file atomically.
-fn write_source_boot(host: &Host, journal: &Journal, prepared: &SourceBootWrites) -> Result<()> {
-    let boot = host.path(&journal.boot_dir);
-    let inside = |p: &Path| boot.join(p.strip_prefix("/").unwrap_or(p));
+fn write_source_boot(sd_boot: &BootWriter, prepared: &SourceBootWrites) -> Result<()> {
     for (file, backup) in &prepared.backups {
-        atomic::backup(&inside(file), &inside(backup))?;
+        sd_boot.backup(file, backup)?;
     }
     for (file, bytes) in &prepared.writes {
-        atomic::replace(&inside(file), bytes)?;
+        sd_boot.replace(file, bytes)?;
     }
     Ok(())
 }

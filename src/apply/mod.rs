@@ -1,11 +1,17 @@
-//! The only code that writes: applies a [`crate::plan::Plan`] step by step.
+//! The only code that writes to a disk or a boot file: applies a
+//! [`crate::plan::Plan`] step by step, and holds the one guarded writer of
+//! the boot partition ([`boot_partition::BootWriter`]) that `verify` and
+//! `rollback` use too. (Elsewhere pimigrate writes only its own files:
+//! reports, the benchmark's test file, logs.)
 
 pub mod atomic;
+pub mod boot_partition;
 pub mod copy_root;
 pub mod executor;
 pub mod journal;
 pub mod log;
 pub mod loopparts;
+pub mod migration;
 pub mod mount;
 pub mod reread;
 pub mod table;

@@ -16,6 +16,8 @@ pub mod progress;
 pub mod random;
 pub mod report;
 pub mod run;
+#[doc(hidden)]
+pub mod sample;
 pub mod suite;
 pub mod target;
 pub mod testfile;

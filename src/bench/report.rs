@@ -300,103 +300,41 @@ pub fn rfc3339_utc(unix: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::dio::AlignmentSource;
-    use crate::bench::engine::EngineKind;
-    use crate::bench::job::{Direction, Pattern};
+    use crate::bench::job::Direction;
+    use crate::bench::sample::{SampleReport, Speeds};
 
-    fn result(name: &str, mib_per_s: f64, iops: f64) -> TestResult {
-        TestResult {
-            name: name.to_string(),
-            direction: if name.ends_with("write") {
-                Direction::Write
-            } else {
-                Direction::Read
-            },
-            pattern: Pattern::Random,
-            block_size: 4096,
-            queue_depth: 32,
-            ios: 1000,
-            bytes: 4_096_000,
-            seconds: 1.0,
-            flush_seconds: None,
-            mb_per_s: mib_per_s * 1.048_576,
-            mib_per_s,
-            iops,
-            latency: None,
-            cpu_seconds: 0.01,
-            cpu_us_per_io: Some(10.0),
-        }
-    }
-
+    /// A Samsung T5 behind a uas bridge, with the shared test builder.
     fn sample(id: &str, unix_time: u64, serial: Option<&str>, path: &str) -> Report {
-        let results = vec![
-            result("SEQ1M Q8 write", 40.0, 40.0),
-            result("SEQ1M Q1 write", 30.0, 30.0),
-            result("RND4K Q32 read", 12.0, 3000.0),
-            result("RND4K Q32 write", 4.0, 1000.0),
-            result("RND4K Q1 read", 8.0, 2000.0),
-            result("RND4K Q1 write", 2.0, 500.0),
-        ];
-        Report {
-            schema: SCHEMA.to_string(),
-            id: id.to_string(),
-            started_at: rfc3339_utc(unix_time),
-            unix_time,
-            duration_seconds: 30.0,
-            tool_version: "0.1.0".into(),
-            machine: MachineInfo {
-                kernel_release: "6.6.31+rpt-rpi-v8".into(),
-                kernel_version: "#1 SMP PREEMPT".into(),
-                arch: "aarch64".into(),
-                pi_model: Some("Raspberry Pi 4 Model B Rev 1.4".into()),
-                throttled: None,
-            },
-            target: TargetInfo {
-                kind: TargetKind::File,
-                path: "/".into(),
-                filesystem: Some("ext4".into()),
-                mountpoint: Some("/".into()),
-                partition: Some(2),
-                device: Some(DeviceIdentity {
-                    name: "sda".into(),
-                    path: path.into(),
-                    vendor: Some("Samsung".into()),
-                    model: Some("Portable SSD T5".into()),
-                    serial: serial.map(str::to_string),
-                    transport: "usb".into(),
-                    size_bytes: 500_107_862_016,
-                    logical_sector_size: 512,
-                    rotational: false,
-                    removable: false,
-                    usb: Some(UsbIdentity {
-                        id: "04e8:61f5".into(),
-                        driver: Some("uas".into()),
-                        speed_mbps: Some(5000),
-                        manufacturer: None,
-                        product: None,
-                    }),
-                }),
-            },
-            engine: EngineChoice {
-                kind: EngineKind::IoUring,
-                fallback_reason: None,
-            },
-            parameters: Parameters {
-                suite: SuiteParams::new(Preset::Standard, None, None),
-                span_bytes: 1 << 30,
-                size_note: None,
-                layout_seconds: Some(3.0),
-                direct_io: DirectIoAlignment {
-                    memory: 4,
-                    offset: 512,
-                    source: AlignmentSource::Statx,
-                },
-                writes: true,
-                destructive: false,
-            },
-            grades: grade(Preset::Standard, &results),
-            results,
-        }
+        let device = DeviceIdentity {
+            name: "sda".into(),
+            path: path.into(),
+            vendor: Some("Samsung".into()),
+            model: Some("Portable SSD T5".into()),
+            serial: serial.map(str::to_string),
+            transport: "usb".into(),
+            size_bytes: 500_107_862_016,
+            logical_sector_size: 512,
+            rotational: false,
+            removable: false,
+            usb: Some(UsbIdentity {
+                id: "04e8:61f5".into(),
+                driver: Some("uas".into()),
+                speed_mbps: Some(5000),
+                manufacturer: None,
+                product: None,
+            }),
+        };
+        // SEQ1M writes of 30 MiB/s; RND4K Q1 writes of 512 IOPS = 2 MiB/s.
+        let speeds = Speeds {
+            q32: (3000.0, 1000.0),
+            q1: (2000.0, 512.0),
+            seq: (30.0 * 1.048_576, 30.0 * 1.048_576),
+        };
+        SampleReport::new(id, unix_time)
+            .device(device)
+            .with(|r| r.target.partition = Some(2))
+            .speeds(speeds)
+            .build()
     }
 
     #[test]
@@ -438,7 +376,7 @@ mod tests {
     fn grades_come_from_the_mapped_tests() {
         let report = sample("1", 100, None, "/dev/sda");
         let class = report.grades.app_class.as_ref().unwrap();
-        // 40 MiB/s = 40960 KiB/s, 1000 write IOPS, 3000 read IOPS.
+        // 30 MiB/s = 30720 KiB/s, 1000 write IOPS, 3000 read IOPS.
         assert_eq!(class.class, crate::bench::grade::AppClass::A1);
         let score = report.grades.pibenchmarks.as_ref().unwrap();
         assert!((score.inputs.dd_write_mb_s - 30.0 * 1.048_576).abs() < 1e-9);

@@ -16,7 +16,7 @@ use std::fs::File;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Preset {
     /// SEQ1M Q8/Q1 and RND4K Q32/Q1, read and write (about a minute).

@@ -1,7 +1,7 @@
 //! `pimigrate bench`: measure disks the way fio and CrystalDiskMark do,
 //! grade them as Raspberry Pi's SD card test does, keep the report.
 
-use super::{print_json, EXIT_OK, EXIT_REFUSED};
+use super::print_json;
 use crate::bench::engine::{self, EngineChoice};
 use crate::bench::progress::ProgressUi;
 use crate::bench::report::{self, Report};
@@ -9,6 +9,7 @@ use crate::bench::run::{run_target, RunOptions, RunOutcome};
 use crate::bench::suite::{Preset, SuiteParams, TestResult};
 use crate::bench::target::{self, Refused, Target, TargetKind};
 use crate::cli::{BenchArgs, Cli};
+use crate::exit::{EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED};
 use crate::host::Host;
 use crate::plan::Reason;
 use crate::system::System;
@@ -17,9 +18,6 @@ use serde::Serialize;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
 use std::sync::atomic::Ordering;
-
-/// Exit code after Ctrl-C, as shells report a SIGINT death.
-pub const EXIT_INTERRUPTED: u8 = 130;
 
 #[derive(Serialize)]
 struct RefusalOutput<'a> {

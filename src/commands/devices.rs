@@ -1,7 +1,8 @@
 //! `pimigrate devices`: the disks, and what each is to a migration.
 
-use super::{print_json, EXIT_OK};
+use super::print_json;
 use crate::cli::{Cli, DevicesArgs};
+use crate::exit::EXIT_OK;
 use crate::host::Host;
 use crate::system::disks::{Disk, Transport};
 use crate::system::pi::{BootSupport, PiInfo};

@@ -14,15 +14,6 @@ use crate::host::Host;
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 
-/// Exit codes, documented in `--help`.
-pub const EXIT_OK: u8 = 0;
-pub const EXIT_ERROR: u8 = 1;
-pub const EXIT_REFUSED: u8 = 3;
-/// `verify`: no migration journal, or no reboot since the migration.
-pub const EXIT_NOTHING_TO_VERIFY: u8 = 4;
-/// `verify`: a check failed.
-pub const EXIT_FAILED: u8 = 5;
-
 pub fn run(cli: &Cli) -> Result<u8> {
     let host = host_from(cli)?;
     let Some(command) = &cli.command else {

@@ -1,10 +1,11 @@
 //! `pimigrate plan`: the dry run.
 
-use super::{print_json, EXIT_OK, EXIT_REFUSED};
+use super::print_json;
 use crate::cli::{Cli, PlanArgs};
+use crate::exit::{EXIT_OK, EXIT_REFUSED};
 use crate::host::Host;
-use crate::plan::render::{plan_text, Detail};
-use crate::plan::{self, Options, TrialChoice};
+use crate::plan;
+use crate::plan::render::{plan_text, Detail, Purpose};
 use crate::system::System;
 use anyhow::Result;
 use serde::Serialize;
@@ -19,45 +20,10 @@ struct RefusalOutput<'a> {
 
 pub const REFUSAL_SCHEMA: &str = "pimigrate.refusal/1";
 
-/// `--target`, which clap cannot require for `migrate --resume` alone.
-pub fn required_target(args: &PlanArgs) -> std::path::PathBuf {
-    match &args.target {
-        Some(target) => target.clone(),
-        None => {
-            use clap::CommandFactory;
-            Cli::command()
-                .error(
-                    clap::error::ErrorKind::MissingRequiredArgument,
-                    "--target DEV is required",
-                )
-                .exit()
-        }
-    }
-}
-
-pub fn options_from(args: &PlanArgs) -> Options {
-    Options {
-        target: required_target(args),
-        layout: args.layout,
-        table: args.table,
-        boot_size: args.boot_size,
-        root_size: args.root_size,
-        excludes: args.exclude.clone(),
-        seed: args.seed,
-        disk_signature: args.disk_signature,
-        trial: if args.no_trial {
-            TrialChoice::Never
-        } else {
-            args.trial
-        },
-        checksum: args.checksum,
-    }
-}
-
 pub fn run(cli: &Cli, args: &PlanArgs, host: &Host) -> Result<u8> {
     let system = System::inspect(host)?;
     let spinner = scan_spinner(cli);
-    let result = plan::plan_with_progress(&system, &options_from(args), &mut |usage| {
+    let result = plan::plan_with_progress(&system, &args.options(), &mut |usage| {
         if let Some(spinner) = &spinner {
             spinner.set_message(format!(
                 "scanning the source: {} files, {}",
@@ -76,27 +42,29 @@ pub fn run(cli: &Cli, args: &PlanArgs, host: &Host) -> Result<u8> {
             if cli.json {
                 print_json(&plan)?;
             } else {
-                let detail = match (cli.quiet, cli.verbose) {
-                    (true, _) => Detail::Brief,
-                    (false, 0) => Detail::Normal,
-                    (false, _) => Detail::Full,
-                };
-                print!("{}", plan_text(&plan, detail));
+                let detail = Detail::from_flags(cli.quiet, cli.verbose);
+                print!("{}", plan_text(&plan, detail, Purpose::DryRun));
             }
             Ok(EXIT_OK)
         }
         Err(refusal) => {
-            if cli.json {
-                print_json(&RefusalOutput {
-                    schema: REFUSAL_SCHEMA,
-                    refused: true,
-                    reasons: &refusal.reasons,
-                })?;
-            } else {
-                eprint!("{refusal}");
-            }
+            print_refusal(cli, &refusal)?;
             Ok(EXIT_REFUSED)
         }
+    }
+}
+
+/// A refused plan: every reason, as JSON on stdout or as text on stderr.
+pub fn print_refusal(cli: &Cli, refusal: &plan::Refusal) -> Result<()> {
+    if cli.json {
+        print_json(&RefusalOutput {
+            schema: REFUSAL_SCHEMA,
+            refused: true,
+            reasons: &refusal.reasons,
+        })
+    } else {
+        eprint!("{refusal}");
+        Ok(())
     }
 }
 

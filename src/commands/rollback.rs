@@ -2,14 +2,14 @@
 //! migration. Works from the SD system and from the migrated system (the
 //! journal travels to the new root).
 
-use super::{print_json, EXIT_OK};
-use crate::apply::atomic;
+use super::print_json;
+use crate::apply::boot_partition::roll_back;
 use crate::apply::journal::Journal;
 use crate::cli::{Cli, RollbackArgs};
+use crate::exit::EXIT_OK;
 use crate::host::Host;
 use anyhow::{bail, Context, Result};
 use std::io::IsTerminal;
-use std::path::PathBuf;
 
 pub fn run(cli: &Cli, args: &RollbackArgs, host: &Host) -> Result<u8> {
     let state_dir = host.path(&host.state_dir);
@@ -38,10 +38,7 @@ pub fn run(cli: &Cli, args: &RollbackArgs, host: &Host) -> Result<u8> {
             bail!("not confirmed; nothing was changed");
         }
     }
-    let restored = restore(host, &journal)?;
-    let done = state_dir.join("migration.rolled-back.json");
-    std::fs::rename(Journal::path(&state_dir), &done)
-        .with_context(|| format!("retiring the journal to {}", done.display()))?;
+    let restored = roll_back(host, &journal, &state_dir)?;
     if cli.json {
         print_json(&serde_json::json!({"schema": "pimigrate.rollback/1", "restored": restored}))?;
     } else {
@@ -53,45 +50,4 @@ pub fn run(cli: &Cli, args: &RollbackArgs, host: &Host) -> Result<u8> {
         );
     }
     Ok(EXIT_OK)
-}
-
-/// Puts back every backed-up file and removes every file the migration
-/// created on the boot partition. Each step is atomic; running it twice is
-/// harmless.
-fn restore(host: &Host, journal: &Journal) -> Result<Vec<String>> {
-    let boot = host.path(&journal.boot_dir);
-    let inside = |p: &PathBuf| boot.join(p.strip_prefix("/").unwrap_or(p));
-    let mut done = Vec::new();
-    for (file, backup) in &journal.backups {
-        let saved = inside(backup);
-        // A backup the journal announces but that is not there was never
-        // written, so the file it guards was never replaced either.
-        if !saved.exists() {
-            continue;
-        }
-        let bytes = std::fs::read(&saved)
-            .with_context(|| format!("reading the backup {}", saved.display()))?;
-        atomic::replace(&inside(file), &bytes)?;
-        std::fs::remove_file(&saved).with_context(|| format!("removing {}", saved.display()))?;
-        done.push(format!(
-            "restored {} from {}",
-            inside(file).display(),
-            saved.display()
-        ));
-    }
-    for created in &journal.created {
-        let path = host.path(created);
-        if journal.backups.keys().any(|f| inside(f) == path) {
-            continue;
-        }
-        match std::fs::remove_file(&path) {
-            Ok(()) => done.push(format!("removed {}", path.display())),
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
-            Err(err) => return Err(err).with_context(|| format!("removing {}", path.display())),
-        }
-    }
-    if let Some(parent) = Some(&boot) {
-        std::fs::File::open(parent).and_then(|d| d.sync_all()).ok();
-    }
-    Ok(done)
 }

@@ -2,28 +2,24 @@
 //! Order: read the journal and the system, check, commit (only when every
 //! check passed), apply the quirk, benchmark, print.
 
-use super::bench::EXIT_INTERRUPTED;
-use super::{print_json, EXIT_FAILED, EXIT_NOTHING_TO_VERIFY, EXIT_OK};
-use crate::apply::journal::{Journal, Step};
+use super::print_json;
+use crate::apply::boot_partition::{BootWriter, StateLock};
+use crate::apply::journal::Journal;
 use crate::bench::machine::read_throttled;
-use crate::bench::progress::ProgressUi;
-use crate::bench::report::{self, DeviceIdentity, Report};
-use crate::bench::run::{run_target, RunOptions, RunOutcome};
-use crate::bench::suite::{Preset, SuiteParams};
+use crate::bench::report;
 use crate::cli::{Cli, VerifyArgs};
+use crate::exit::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOTHING_TO_VERIFY, EXIT_OK};
 use crate::host::Host;
-use crate::system::source::resolve;
 use crate::system::System;
+use crate::verify::after::{self, BenchInputs};
 use crate::verify::expected::Expected;
 use crate::verify::kernel_log::KernelLog;
+use crate::verify::state::{commit_refusal, not_yet, trial_did_not_run, Refusal};
 use crate::verify::{
-    checks, commit, compare, device_name, health, render, rollback_advice, BenchComparison, Check,
-    Outcome, ReportRef, Stopped, TrialState, Verification, VERIFY_SCHEMA,
+    checks, commit, health, render, rollback_advice, Outcome, Stopped, TrialState, Verification,
+    VERIFY_SCHEMA,
 };
-use anyhow::{bail, Context, Result};
-use std::io::IsTerminal;
-use std::path::Path;
-use std::sync::atomic::Ordering;
+use anyhow::{bail, Result};
 
 pub fn run(cli: &Cli, args: &VerifyArgs, host: &Host) -> Result<u8> {
     let state_dir = host.path(&host.state_dir);
@@ -69,13 +65,20 @@ pub fn run(cli: &Cli, args: &VerifyArgs, host: &Host) -> Result<u8> {
     v.message = None;
     let passed = v.passed();
 
-    if args.commit {
+    // The permission to change the boot partition, taken only when asked to.
+    let lock = (args.commit || quirk.is_some())
+        .then(|| StateLock::acquire(&state_dir))
+        .transpose()?;
+    let boot = lock
+        .as_ref()
+        .map(|lock| BootWriter::new(lock, host, &journal.boot_dir));
+    if let Some(boot) = boot.as_ref().filter(|_| args.commit) {
         match commit_refusal(&system, &expected, passed) {
             Some(Refusal::Refused(why)) => v.refused.push(why),
             Some(Refusal::NothingToDo(why)) => v.message = Some(why),
             None => v
                 .actions
-                .extend(commit::commit(host, &mut journal, &expected, &state_dir)?),
+                .extend(commit::commit(boot, &mut journal, &expected, &state_dir)?),
         }
     } else if passed && expected.trial_pending() {
         v.message =
@@ -83,9 +86,9 @@ pub fn run(cli: &Cli, args: &VerifyArgs, host: &Host) -> Result<u8> {
     }
     // The commit changes which file the next boots read.
     let expected = Expected::from_journal(&journal)?;
-    if let Some(quirk) = quirk {
+    if let (Some(quirk), Some(boot)) = (quirk, &boot) {
         v.actions.extend(commit::apply_quirk(
-            host,
+            boot,
             &mut journal,
             &expected,
             &state_dir,
@@ -102,13 +105,14 @@ pub fn run(cli: &Cli, args: &VerifyArgs, host: &Host) -> Result<u8> {
     // must learn that even when the benchmark fails or is interrupted.
     let mut interrupted = false;
     if !args.no_bench {
-        let (bench, stopped) = benchmark(&BenchInputs {
-            cli,
-            args,
+        let (bench, stopped) = after::benchmark(&BenchInputs {
             system: &system,
             expected: &expected,
             journal: &journal,
             passed,
+            quick: args.quick,
+            runtime: args.runtime,
+            chatty: !cli.json && !cli.quiet,
         });
         interrupted = matches!(stopped, Some(Stopped::Interrupted));
         v.benchmark = Some(bench);
@@ -148,254 +152,6 @@ fn finish(cli: &Cli, v: Verification) -> Result<u8> {
         Outcome::Fail => EXIT_FAILED,
         Outcome::NothingToVerify => EXIT_NOTHING_TO_VERIFY,
     })
-}
-
-/// The partition / is mounted from, when it is the old (source) root.
-fn running_from_old_root(system: &System, expected: &Expected) -> Option<String> {
-    let running = system
-        .source
-        .running_root_devno
-        .and_then(|devno| device_name(&system.disks, devno))?;
-    resolve(&expected.old_root_spec, &system.disks)
-        .contains(&running)
-        .then_some(running)
-}
-
-/// Still on the SD card's root, and either the migration did not finish
-/// or there was no reboot since it did: nothing to verify yet. (Back on
-/// the SD card after a reboot means the new root did not come up: that is
-/// a failure, and the checks say so.)
-fn not_yet(system: &System, journal: &Journal, expected: &Expected) -> Option<String> {
-    let running = running_from_old_root(system, expected)?;
-    if !journal.is_done(Step::SourceBootEdited) {
-        return Some(format!(
-            "the migration has not finished (still running from {running}): `sudo pimigrate migrate --resume` carries on"
-        ));
-    }
-    let booted = boot_time(&system.host)?;
-    (booted < journal.updated).then(|| {
-        let reboot = if expected.trial.is_some() {
-            "sudo reboot \"0 tryboot\""
-        } else {
-            "sudo reboot"
-        };
-        format!("the system still runs from {running} and has not rebooted since the migration: `{reboot}`, then verify")
-    })
-}
-
-/// Rebooted since a trial migration, yet a normal boot of the SD card's
-/// root: the trial boot did not come up (the firmware then falls back to
-/// the SD card, as designed) or the Pi was restarted without "0 tryboot".
-/// The target checks would only list symptoms of that, so the answer is
-/// this one failure and what to do: roll back, or look at the target and
-/// try again.
-fn trial_did_not_run(system: &System, expected: &Expected) -> Option<Verification> {
-    if !expected.trial_pending() || system.pi.in_trial_boot {
-        return None;
-    }
-    let running = running_from_old_root(system, expected)?;
-    let check = Check::fail(
-        "trial-boot",
-        format!(
-            "this boot runs from the SD card's root {running}, not from the target: the trial boot did not come up \
-             (the firmware then boots the SD card as before) or the Pi was restarted without \"0 tryboot\""
-        ),
-    )
-    .devices(vec![running])
-    .hint(
-        "the SD card's cmdline.txt was not changed; look at the target (`pimigrate devices`, `dmesg`) before trying again",
-    );
-    Some(Verification {
-        layout: Some(expected.layout),
-        trial_boot: Some(TrialState {
-            active: false,
-            committed_at: None,
-        }),
-        checks: vec![check],
-        result: Outcome::Fail,
-        message: Some("the trial boot did not run; the SD card still boots as before".into()),
-        rollback: vec![
-            "sudo pimigrate rollback --yes   (removes the trial files; the SD card then boots exactly as before the migration)".into(),
-            "or, once the target is attached and seen by `pimigrate devices`, try again: sudo reboot \"0 tryboot\"".into(),
-        ],
-        ..Verification::nothing(String::new())
-    })
-}
-
-/// `btime` of /proc/stat: when this boot began (Unix time).
-fn boot_time(host: &Host) -> Option<u64> {
-    let stat = std::fs::read_to_string(host.proc("stat")).ok()?;
-    stat.lines()
-        .find_map(|l| l.strip_prefix("btime "))
-        .and_then(|v| v.trim().parse().ok())
-}
-
-enum Refusal {
-    Refused(String),
-    NothingToDo(String),
-}
-
-fn commit_refusal(system: &System, expected: &Expected, passed: bool) -> Option<Refusal> {
-    if expected.trial.is_none() {
-        return Some(Refusal::NothingToDo(
-            "nothing to commit: this migration changed cmdline.txt directly, without a trial boot"
-                .into(),
-        ));
-    }
-    if expected.committed.is_some() {
-        return Some(Refusal::NothingToDo(
-            "nothing to commit: the trial boot was already made permanent".into(),
-        ));
-    }
-    if !passed {
-        return Some(Refusal::Refused(
-            "not committed: the checks failed, and cmdline.txt still boots the SD card".into(),
-        ));
-    }
-    if !system.pi.in_trial_boot {
-        return Some(Refusal::Refused(
-            "not committed: this is not the trial boot".into(),
-        ));
-    }
-    None
-}
-
-/// What the post-migration benchmark needs from the verification.
-struct BenchInputs<'a> {
-    cli: &'a Cli,
-    args: &'a VerifyArgs,
-    system: &'a System,
-    expected: &'a Expected,
-    journal: &'a Journal,
-    /// Every check passed: only then is the new root worth measuring.
-    passed: bool,
-}
-
-/// The post-migration benchmark and its comparison, and whether it stopped
-/// early. Never an error: why it stopped goes into `skipped`, so the
-/// verification around it is still printed.
-fn benchmark(inputs: &BenchInputs) -> (BenchComparison, Option<Stopped>) {
-    let mut out = BenchComparison::default();
-    match measure(inputs, &mut out) {
-        Ok(()) => (out, None),
-        Err(stopped) => {
-            out.skipped = Some(stopped.reason());
-            (out, Some(stopped))
-        }
-    }
-}
-
-/// Finds the "before" report, runs the benchmark and fills in the
-/// comparison, as far as it gets.
-fn measure(inputs: &BenchInputs, out: &mut BenchComparison) -> Result<(), Stopped> {
-    let BenchInputs {
-        cli,
-        args,
-        system,
-        expected,
-        journal,
-        passed,
-    } = *inputs;
-    let host = &system.host;
-    let reports_dir = report::reports_dir(host);
-    let reports = report::list(&reports_dir)
-        .with_context(|| format!("reading the saved reports in {}", reports_dir.display()))?;
-    let identity = |spec: &crate::bootcfg::DeviceSpec| {
-        let names = resolve(spec, &system.disks);
-        system
-            .disks
-            .iter()
-            .find(|d| {
-                d.partitions.iter().any(|p| {
-                    p.path
-                        .as_ref()
-                        .is_some_and(|path| names.contains(&path.display().to_string()))
-                })
-            })
-            .map(DeviceIdentity::from_disk)
-    };
-    let old = identity(&expected.old_root_spec);
-    let new = identity(&expected.root_spec());
-    let before = compare::find_before(&reports, old.as_ref(), new.as_ref(), journal.started);
-    out.before = before.map(|r| reference(&r.report, &r.path));
-    let skip = if !passed {
-        Some("not run: the checks failed".to_string())
-    } else if !host.is_live() {
-        Some("not run: an inspected system (--sysroot) cannot be benchmarked".to_string())
-    } else {
-        None
-    };
-    if let Some(why) = skip {
-        out.skipped = Some(why);
-        return Ok(());
-    }
-    let preset = if args.quick {
-        Preset::Quick
-    } else {
-        before.map_or(Preset::Standard, |r| r.report.parameters.suite.preset)
-    };
-    let options = RunOptions {
-        params: SuiteParams::new(preset, args.runtime, None),
-        size_given: None,
-        engine: crate::bench::engine::choose(None)?,
-        only: Vec::new(),
-        existing_file: None,
-    };
-    // Before the announcement: a Ctrl-C once it is on screen must reach the
-    // benchmark (which removes its test file), not kill the process.
-    let interrupted = crate::bench::stop_on_signals()?;
-    let chatty = !cli.json && !cli.quiet;
-    if chatty {
-        println!(
-            "Benchmarking the new root ({preset} suite, a test file on /, removed afterwards)"
-        );
-    }
-    let ui = ProgressUi::new(chatty && std::io::stdout().is_terminal());
-    let target = crate::bench::target::resolve(system, host, None, false)?;
-    let outcome = match run_target(system, host, &target, &options, &ui, &interrupted) {
-        Err(_) if interrupted.load(Ordering::Relaxed) => return Err(Stopped::Interrupted),
-        other => other.context("benchmarking the new root (/)")?,
-    };
-    let after = match outcome {
-        RunOutcome::Done(report) => report,
-        RunOutcome::Interrupted(_) => return Err(Stopped::Interrupted),
-    };
-    let saved = report::save(&after, &reports_dir);
-    let path = saved
-        .as_ref()
-        .map_or_else(|_| Path::new("(not saved)").to_path_buf(), Clone::clone);
-    out.after = Some(reference(&after, &path));
-    if let Err(err) = saved {
-        out.skipped = Some(format!("the new report was not saved: {err:#}"));
-    }
-    match before {
-        Some(before) => {
-            out.rows = compare::compare(&before.report, &after);
-            if out.rows.is_empty() {
-                out.skipped = Some("the before report has no test in common with this run".into());
-            }
-        }
-        None => {
-            out.skipped = Some(format!(
-                "no \"before\" report of the old root in {}: `pimigrate bench` on the SD system saves one",
-                reports_dir.display()
-            ))
-        }
-    }
-    Ok(())
-}
-
-fn reference(report: &Report, path: &Path) -> ReportRef {
-    ReportRef {
-        id: report.id.clone(),
-        path: path.display().to_string(),
-        device: report.target.device.as_ref().map(|d| {
-            let name = crate::units::join_present([d.vendor.as_deref(), d.model.as_deref()]);
-            format!("{} {name}", d.path.display())
-        }),
-        started_at: report.started_at.clone(),
-        preset: report.parameters.suite.preset.to_string(),
-    }
 }
 
 #[cfg(test)]

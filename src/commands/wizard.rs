@@ -1,20 +1,14 @@
 //! `pimigrate wizard`, and `pimigrate` with no subcommand on a terminal:
 //! the guided migration (see src/wizard/ and docs/wizard.md).
 
-use super::{EXIT_ERROR, EXIT_OK, EXIT_REFUSED};
 use crate::cli::{Cli, WizardArgs};
+use crate::exit::{EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED, EXIT_USAGE};
 use crate::host::Host;
-use crate::plan::TrialChoice;
 use crate::system::System;
 use crate::ui::TerminalUi;
-use crate::wizard::{Benchmarks, Outcome, Settings, Wizard};
+use crate::wizard::{Outcome, Wizard};
 use anyhow::{bail, Result};
 use std::io::IsTerminal;
-
-/// clap's code for bad usage.
-pub const EXIT_USAGE: u8 = 2;
-/// Stopped by the person (Esc, Ctrl-C), as a shell reports Ctrl-C.
-pub const EXIT_STOPPED: u8 = 130;
 
 /// `pimigrate` alone: the wizard for a person at a terminal; help (and
 /// the usage error code) for a script, which must say what it wants.
@@ -32,7 +26,7 @@ pub fn run(cli: &Cli, args: &WizardArgs, host: &Host) -> Result<u8> {
     if cli.json {
         bail!("the wizard talks to a person; for JSON use `pimigrate plan --json` and `pimigrate migrate --json`");
     }
-    let settings = settings_from(args);
+    let settings = args.settings();
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     if !settings.yes && !interactive {
         bail!(
@@ -54,37 +48,10 @@ pub fn run(cli: &Cli, args: &WizardArgs, host: &Host) -> Result<u8> {
     Ok(exit_code(&outcome))
 }
 
-fn settings_from(args: &WizardArgs) -> Settings {
-    Settings {
-        target: args.target.clone(),
-        layout: args.layout,
-        table: args.table,
-        benchmarks: if args.no_bench {
-            Benchmarks::Skip
-        } else if args.quick {
-            Benchmarks::Quick
-        } else {
-            Benchmarks::Ask
-        },
-        bench_blank: match (args.bench_blank, args.no_bench_blank) {
-            (true, _) => Some(true),
-            (_, true) => Some(false),
-            _ => None,
-        },
-        trial: match (args.trial, args.no_trial) {
-            (true, _) => Some(TrialChoice::Always),
-            (_, true) => Some(TrialChoice::Never),
-            _ => None,
-        },
-        yes: args.yes,
-        seed: args.seed,
-    }
-}
-
 fn exit_code(outcome: &Outcome) -> u8 {
     match outcome {
         Outcome::Migrated(_) | Outcome::Rehearsed | Outcome::NothingToDo => EXIT_OK,
-        Outcome::Stopped => EXIT_STOPPED,
+        Outcome::Stopped => EXIT_INTERRUPTED,
         Outcome::NotConfirmed => EXIT_ERROR,
         Outcome::Refused => EXIT_REFUSED,
     }

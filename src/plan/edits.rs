@@ -1,9 +1,15 @@
 //! The boot-file changes of a migration, as operations that can be applied
 //! again at apply time, and as diffs to show now.
 
-use super::{EditOperation, EditSite, FileEdit};
+use super::options::Layout;
+use super::refusal::Reason;
+use super::source_check::CheckedSource;
+use super::trial::TRIAL_CMDLINE;
+use super::{EditOperation, EditSite, FileEdit, MkfsStep, PartitionRole, TablePlan};
+use crate::bootcfg::cmdline::CmdlineError;
+use crate::bootcfg::fstab::FstabError;
 use crate::bootcfg::{unified_diff, Cmdline, DeviceSpec, Fstab};
-use crate::host::Host;
+use crate::system::System;
 use std::path::{Path, PathBuf};
 
 /// How the target's root (or boot) partition is named in a boot file that
@@ -17,33 +23,50 @@ pub fn new_spec(old: &DeviceSpec, partuuid: &str, fs_uuid: &str) -> DeviceSpec {
     }
 }
 
+/// Why an edit cannot be made to a boot file.
+#[derive(Debug, thiserror::Error)]
+pub enum EditError {
+    #[error("{0}")]
+    Fstab(#[from] FstabError),
+    #[error("{0}")]
+    Cmdline(#[from] CmdlineError),
+    /// An operation meant for another kind of file.
+    #[error("{op:?} cannot be applied to {file}")]
+    Misplaced {
+        op: EditOperation,
+        file: &'static str,
+    },
+}
+
 /// Applies operations to a boot file's bytes, keeping every other byte.
-pub fn apply(bytes: &[u8], operations: &[EditOperation]) -> Result<Vec<u8>, String> {
+pub fn apply(bytes: &[u8], operations: &[EditOperation]) -> Result<Vec<u8>, EditError> {
+    let misplaced = |op: &EditOperation, file| EditError::Misplaced {
+        op: op.clone(),
+        file,
+    };
     let is_fstab = operations
         .iter()
         .any(|op| matches!(op, EditOperation::FstabSetSpec { .. }));
     if is_fstab {
-        let mut fstab = Fstab::parse(bytes).map_err(|e| e.to_string())?;
+        let mut fstab = Fstab::parse(bytes)?;
         for op in operations {
             match op {
-                EditOperation::FstabSetSpec { mountpoint, spec } => fstab
-                    .set_spec(mountpoint, spec)
-                    .map_err(|e| e.to_string())?,
-                other => return Err(format!("{other:?} cannot be applied to an fstab")),
+                EditOperation::FstabSetSpec { mountpoint, spec } => {
+                    fstab.set_spec(mountpoint, spec)?
+                }
+                other => return Err(misplaced(other, "an fstab")),
             }
         }
         return Ok(fstab.to_bytes());
     }
-    let mut cmdline = Cmdline::parse(bytes).map_err(|e| e.to_string())?;
+    let mut cmdline = Cmdline::parse(bytes)?;
     for op in operations {
         match op {
-            EditOperation::CmdlineSetRoot { spec } => {
-                cmdline.set_root(spec).map_err(|e| e.to_string())?
-            }
+            EditOperation::CmdlineSetRoot { spec } => cmdline.set_root(spec)?,
             EditOperation::CmdlineAdd { arg } => {
-                cmdline.try_add(arg).map_err(|e| e.to_string())?;
+                cmdline.try_add(arg)?;
             }
-            other => return Err(format!("{other:?} cannot be applied to cmdline.txt")),
+            other => return Err(misplaced(other, "cmdline.txt")),
         }
     }
     Ok(cmdline.to_bytes())
@@ -62,7 +85,7 @@ pub fn file_edit(
     target: EditTarget,
     current: &[u8],
     operations: Vec<EditOperation>,
-) -> Result<FileEdit, String> {
+) -> Result<FileEdit, EditError> {
     let edited = apply(current, &operations)?;
     Ok(FileEdit {
         site: target.site,
@@ -86,19 +109,164 @@ pub fn diff_files(from: &Path, to: &Path, old: &[u8], new: &[u8]) -> String {
     )
 }
 
+/// The one backup-naming rule, for every file on a boot partition:
 /// `cmdline.txt.pimigrate-backup`, or `.2`, `.3`... when an earlier run's
-/// backup is there: the oldest backup is the one that booted, keep it.
-pub fn backup_name(host: &Host, view_path: &Path) -> PathBuf {
-    let base = format!("{}.pimigrate-backup", view_path.display());
-    std::iter::once(PathBuf::from(&base))
-        .chain((2..1000).map(|n| PathBuf::from(format!("{base}.{n}"))))
-        .find(|candidate| !host.path(candidate).exists())
-        .unwrap_or_else(|| PathBuf::from(base))
+/// backup is there (`taken`): the oldest backup is the one that booted,
+/// and it is never overwritten.
+pub fn backup_name(file: &Path, taken: impl Fn(&Path) -> bool) -> PathBuf {
+    let with_suffix = |suffix: &str| {
+        let mut name = file.file_name().unwrap_or_default().to_os_string();
+        name.push(suffix);
+        file.with_file_name(name)
+    };
+    let first = with_suffix(".pimigrate-backup");
+    std::iter::once(first.clone())
+        .chain((2..1000).map(|n| with_suffix(&format!(".pimigrate-backup.{n}"))))
+        .find(|candidate| !taken(candidate))
+        .unwrap_or(first)
+}
+
+/// The boot-file edits of a plan: fstab on the new root, and cmdline.txt
+/// where the firmware will read it (the SD card's, its trial copy, or the
+/// new boot partition's).
+pub(super) fn plan_edits(
+    system: &System,
+    source: &CheckedSource,
+    table: &TablePlan,
+    filesystems: &[MkfsStep],
+    layout: Layout,
+    trial: bool,
+) -> Result<Vec<FileEdit>, Reason> {
+    let part = |role| table.partitions.iter().find(|p| p.role == role);
+    let fs = |number| filesystems.iter().find(|f| f.partition == number);
+    let root_part = part(PartitionRole::Root).expect("every layout has a root partition");
+    let root_fs = fs(root_part.number).expect("every partition gets a filesystem");
+    let root_for = |old: &DeviceSpec| new_spec(old, &root_part.partuuid, &root_fs.uuid);
+    let mut fstab_ops = vec![EditOperation::FstabSetSpec {
+        mountpoint: "/".into(),
+        spec: root_for(&source.summary.root_spec),
+    }];
+    if layout == Layout::Full {
+        if let (Some(boot_entry), Some(boot_part)) =
+            (source.fstab.boot(), part(PartitionRole::Boot))
+        {
+            if let Ok(old) = boot_entry.device_spec() {
+                let boot_fs = fs(boot_part.number).expect("every partition gets a filesystem");
+                fstab_ops.push(EditOperation::FstabSetSpec {
+                    mountpoint: boot_entry.mountpoint.clone(),
+                    spec: new_spec(&old, &boot_part.partuuid, &boot_fs.uuid),
+                });
+            }
+        }
+    }
+    let cmdline_root = source
+        .cmdline
+        .root()
+        .map_err(|e| Reason::new("source-cmdline", e.to_string()))?;
+    let mut cmdline_ops = vec![EditOperation::CmdlineSetRoot {
+        spec: root_for(&cmdline_root),
+    }];
+    if !source.cmdline.has("rootwait") {
+        cmdline_ops.push(EditOperation::CmdlineAdd {
+            arg: "rootwait".into(),
+        });
+    }
+    let fail = |err: EditError| Reason::new("source-edit", err.to_string());
+    let fstab_edit = file_edit(
+        EditTarget {
+            site: EditSite::TargetRoot,
+            file: Path::new("/etc/fstab"),
+            output: Path::new("/etc/fstab"),
+            backup: Some("/etc/fstab.pimigrate-backup".into()),
+            device: format!(
+                "the new root filesystem (partition {} of the target)",
+                root_part.number
+            ),
+        },
+        source.fstab_bytes,
+        fstab_ops,
+    )
+    .map_err(fail)?;
+    let cmdline_name = boot_relative(source, source.cmdline_path);
+    let target = match (layout, trial) {
+        (Layout::RootOnly, false) => EditTarget {
+            site: EditSite::SourceBoot,
+            file: &cmdline_name,
+            output: &cmdline_name,
+            backup: Some(boot_backup(system, source, source.cmdline_path)),
+            device: sd_boot_description(source),
+        },
+        (Layout::RootOnly, true) => EditTarget {
+            site: EditSite::SourceBoot,
+            file: &cmdline_name,
+            output: Path::new(TRIAL_CMDLINE),
+            backup: None,
+            device: sd_boot_description(source),
+        },
+        (Layout::Full, _) => EditTarget {
+            site: EditSite::TargetBoot,
+            file: &cmdline_name,
+            output: &cmdline_name,
+            // The SD card's boot files are copied there, backups and all:
+            // the name free on the SD card is free on the copy.
+            backup: Some(boot_backup(system, source, source.cmdline_path)),
+            device:
+                "the new boot partition (partition 1 of the target); the SD card is not changed"
+                    .into(),
+        },
+    };
+    let cmdline_edit = file_edit(target, source.cmdline_bytes, cmdline_ops).map_err(fail)?;
+    Ok(vec![fstab_edit, cmdline_edit])
+}
+
+/// A path on the boot partition, as seen from its root.
+pub(super) fn boot_relative(source: &CheckedSource, path: &Path) -> PathBuf {
+    path.strip_prefix(source.boot_dir)
+        .map(|p| Path::new("/").join(p))
+        .unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// Where a file of the boot partition is backed up, by the one rule,
+/// beside any backup an earlier run left.
+pub(super) fn boot_backup(system: &System, source: &CheckedSource, path: &Path) -> PathBuf {
+    backup_name(&boot_relative(source, path), |name| {
+        let view = source.boot_dir.join(name.strip_prefix("/").unwrap_or(name));
+        system.host.path(view).exists()
+    })
+}
+
+pub(super) fn sd_boot_description(source: &CheckedSource) -> String {
+    match &source.summary.boot_device {
+        Some(dev) => format!(
+            "the SD card's boot partition {dev}, mounted at {}",
+            source.boot_dir.display()
+        ),
+        None => format!("the boot directory {}", source.boot_dir.display()),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The one rule: the first free name, so the backup of the version that
+    /// booted (an earlier run's) is never overwritten.
+    #[test]
+    fn backups_take_the_first_free_name() {
+        let file = Path::new("/cmdline.txt");
+        assert_eq!(
+            backup_name(file, |_| false),
+            Path::new("/cmdline.txt.pimigrate-backup")
+        );
+        let taken = [
+            PathBuf::from("/cmdline.txt.pimigrate-backup"),
+            PathBuf::from("/cmdline.txt.pimigrate-backup.2"),
+        ];
+        assert_eq!(
+            backup_name(file, |p| taken.iter().any(|t| t == p)),
+            Path::new("/cmdline.txt.pimigrate-backup.3")
+        );
+    }
 
     #[test]
     fn uuid_stays_uuid_and_everything_else_becomes_partuuid() {

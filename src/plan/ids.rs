@@ -2,8 +2,12 @@
 //! LABEL make the kernel or systemd pick either one, so every new id is
 //! checked against every id on every attached disk.
 
+use super::geometry::Geometry;
+use super::options::Options;
 use super::refusal::Reason;
+use super::PartitionRole;
 use crate::system::disks::Disk;
+use crate::system::probe::TableKind;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use std::collections::HashSet;
 
@@ -164,6 +168,75 @@ pub fn fresh_label(base: &str, known: &KnownIds) -> String {
         .find(|label| !known.has_label(label))
         .unwrap_or_else(|| base.to_string())
 }
+
+/// Ids for the new table and filesystems.
+pub struct NewIds {
+    pub disk_id: String,
+    pub partuuids: Vec<String>,
+    pub gpt_types: Vec<(String, String)>,
+    pub root_fs_uuid: String,
+    pub boot_fs_serial: Option<u32>,
+}
+
+/// Fresh ids for a table of `kind` over `geometry`'s partitions, each new
+/// to `known` (which learns them).
+pub fn new_ids(
+    known: &mut KnownIds,
+    kind: TableKind,
+    geometry: &Geometry,
+    options: &Options,
+) -> Result<NewIds, Reason> {
+    let mut ids = IdGenerator::new(options.seed);
+    let numbers: Vec<u32> = (1..=geometry.extents.len() as u32).collect();
+    let (disk_id, partuuids) = match kind {
+        TableKind::Mbr => {
+            let sig = ids.mbr_signature(known, options.disk_signature, &numbers)?;
+            let parts = numbers
+                .iter()
+                .map(|&n| crate::system::probe::mbr_partuuid(sig, n))
+                .collect();
+            (format!("{sig:08x}"), parts)
+        }
+        TableKind::Gpt => {
+            let disk = ids.guid(known)?.hyphenated().to_string();
+            let parts = numbers
+                .iter()
+                .map(|_| ids.guid(known).map(|g| g.hyphenated().to_string()))
+                .collect::<Result<_, _>>()?;
+            (disk, parts)
+        }
+    };
+    let gpt_types = geometry
+        .extents
+        .iter()
+        .map(|extent| match extent.role {
+            PartitionRole::Boot => (
+                GPT_BASIC_DATA.to_string(),
+                "Microsoft basic data (FAT)".to_string(),
+            ),
+            PartitionRole::Root => (GPT_LINUX_FS.to_string(), "Linux filesystem".to_string()),
+        })
+        .collect();
+    let has_boot = geometry
+        .extents
+        .iter()
+        .any(|e| e.role == PartitionRole::Boot);
+    Ok(NewIds {
+        disk_id,
+        partuuids,
+        gpt_types,
+        root_fs_uuid: ids.guid(known)?.hyphenated().to_string(),
+        boot_fs_serial: if has_boot {
+            Some(ids.vfat_serial(known)?)
+        } else {
+            None
+        },
+    })
+}
+
+const GPT_BASIC_DATA: &str = "ebd0a0a2-b9e5-4433-87c0-68b6b72699c7";
+
+const GPT_LINUX_FS: &str = "0fc63daf-8483-4772-8e79-3d69d8477de4";
 
 #[cfg(test)]
 mod tests {

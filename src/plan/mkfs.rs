@@ -1,8 +1,32 @@
 //! The mkfs commands of a plan, fitted to the system that will mount the
 //! result.
 
+use super::ids::{fresh_label, vfat_uuid_text, KnownIds, NewIds};
+use super::{MkfsStep, PartitionRole, TablePlan};
 use crate::host::Host;
+use crate::system::System;
 use std::path::Path;
+
+/// The argument of a planned mkfs command that stands for the partition's
+/// device node (its name is known only once the kernel has read the table).
+pub const PARTITION_ARG: &str = "{partition}";
+
+impl MkfsStep {
+    /// The command with `node` as the partition: the device node when it
+    /// runs, a description of it when a person reads the plan.
+    pub fn command_for(&self, node: &str) -> Vec<String> {
+        self.command
+            .iter()
+            .map(|arg| {
+                if arg == PARTITION_ARG {
+                    node.to_string()
+                } else {
+                    arg.clone()
+                }
+            })
+            .collect()
+    }
+}
 
 /// `mke2fs 1.47.0 (5-Feb-2023)` → (1, 47).
 pub fn parse_e2fsprogs_version(text: &str) -> Option<(u32, u32)> {
@@ -42,6 +66,66 @@ pub fn source_e2fsprogs_version(host: &Host, source_root: &Path) -> Option<(u32,
 pub fn needs_orphan_file_off(mkfs: Option<(u32, u32)>, source: Option<(u32, u32)>) -> bool {
     let new = |v: (u32, u32)| v >= (1, 47);
     mkfs.is_some_and(new) && !source.is_some_and(new)
+}
+
+/// One mkfs command a partition, with fresh labels and the planned ids,
+/// fitted to the e2fsprogs of the system that will check the result.
+pub fn mkfs_steps(
+    system: &System,
+    table: &TablePlan,
+    ids: &NewIds,
+    known: &KnownIds,
+) -> Vec<MkfsStep> {
+    let orphan_off = needs_orphan_file_off(
+        host_mke2fs_version(),
+        source_e2fsprogs_version(&system.host, &system.host.source_root),
+    );
+    table
+        .partitions
+        .iter()
+        .map(|part| match part.role {
+            PartitionRole::Root => {
+                let label = fresh_label("rootfs", known);
+                let mut command: Vec<String> =
+                    ["mkfs.ext4", "-F", "-L", &label, "-U", &ids.root_fs_uuid]
+                        .map(str::to_string)
+                        .to_vec();
+                if orphan_off {
+                    command.extend(["-O".to_string(), "^orphan_file".to_string()]);
+                }
+                command.push(PARTITION_ARG.to_string());
+                MkfsStep {
+                    partition: part.number,
+                    fstype: "ext4".into(),
+                    label,
+                    uuid: ids.root_fs_uuid.clone(),
+                    command,
+                }
+            }
+            PartitionRole::Boot => {
+                let serial = ids.boot_fs_serial.unwrap_or_default();
+                let label = fresh_label("BOOTFS", known);
+                MkfsStep {
+                    partition: part.number,
+                    fstype: "vfat".into(),
+                    command: [
+                        "mkfs.vfat",
+                        "-F",
+                        "32",
+                        "-n",
+                        &label,
+                        "-i",
+                        &format!("{serial:08X}"),
+                        PARTITION_ARG,
+                    ]
+                    .map(str::to_string)
+                    .to_vec(),
+                    label,
+                    uuid: vfat_uuid_text(serial),
+                }
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -12,20 +12,20 @@ pub mod planner;
 pub mod refusal;
 pub mod render;
 mod source_check;
-pub mod space;
 mod target;
+pub mod trial;
 
 pub use options::{Layout, Options, TableChoice, TrialChoice};
 pub use planner::{plan, plan_with_progress};
 pub use refusal::{Reason, Refusal};
 
 use crate::bootcfg::DeviceSpec;
+use crate::space::SpaceCheck;
 use crate::system::disks::Transport;
 use crate::system::mounts::DevNo;
 use crate::system::probe::TableKind;
 use crate::system::usage::Exclusion;
 use serde::{Deserialize, Serialize};
-use space::SpaceCheck;
 use std::path::PathBuf;
 
 /// Bumped whenever a field changes meaning or disappears (adding is fine).

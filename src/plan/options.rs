@@ -4,7 +4,7 @@ use crate::units::MIB;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Layout {
     /// Only the root filesystem moves; the SD card keeps the boot partition
@@ -14,7 +14,7 @@ pub enum Layout {
     Full,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TableChoice {
     /// MBR unless the disk is over 2 TiB or needs GPT, and never a table the
@@ -25,7 +25,7 @@ pub enum TableChoice {
 }
 
 /// Whether a root-only move boots the new root once before it is permanent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TrialChoice {
     /// When the firmware has tryboot (Pi 4, 400, CM4, Pi 5).

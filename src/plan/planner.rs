@@ -2,20 +2,22 @@
 //! every reason there cannot be one. Pure but for the read-only checks of
 //! the target (is it busy?) and a metadata scan of the source.
 
-use super::edits::{backup_name, file_edit, new_spec, EditTarget};
+use super::edits::plan_edits;
 use super::firmware::{boot_order_advice, check_full_move_bootable, choose_table, family_name};
 use super::geometry::{self, Geometry};
-use super::ids::{fresh_label, vfat_uuid_text, IdGenerator, KnownIds};
+use super::ids::{new_ids, KnownIds, NewIds};
+use super::mkfs::mkfs_steps;
 use super::source_check::{check_source, CheckedSource};
-use super::space::SpaceCheck;
 use super::target::{check_target_is_free, identity, resolve_target};
+use super::trial::{trial_boot, wants_trial};
 use super::*;
+use crate::space::SpaceCheck;
 use crate::system::disks::Disk;
 use crate::system::pi::{BootSupport, PiFamily};
 use crate::system::usage::{self, Exclusion};
 use crate::system::System;
 use crate::units::binary;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// A plan, or a refusal listing every reason found.
 pub fn plan(system: &System, options: &Options) -> Result<Plan, Refusal> {
@@ -148,7 +150,7 @@ pub fn plan_with_progress(
     let table = table_plan(kind, table_reason, &geometry, &ids, target);
     let filesystems = mkfs_steps(system, &table, &ids, &known);
     let trial = wants_trial(system, options);
-    let edits = edits(system, &source, &table, &filesystems, options.layout, trial);
+    let edits = plan_edits(system, &source, &table, &filesystems, options.layout, trial);
     let trial_boot = if trial {
         Some(trial_boot(system, &source))
     } else {
@@ -298,73 +300,6 @@ fn boot_copy(
     })
 }
 
-/// Ids for the new table and filesystems.
-struct NewIds {
-    disk_id: String,
-    partuuids: Vec<String>,
-    gpt_types: Vec<(String, String)>,
-    root_fs_uuid: String,
-    boot_fs_serial: Option<u32>,
-}
-
-fn new_ids(
-    known: &mut KnownIds,
-    kind: TableKind,
-    geometry: &Geometry,
-    options: &Options,
-) -> Result<NewIds, Reason> {
-    let mut ids = IdGenerator::new(options.seed);
-    let numbers: Vec<u32> = (1..=geometry.extents.len() as u32).collect();
-    let (disk_id, partuuids) = match kind {
-        TableKind::Mbr => {
-            let sig = ids.mbr_signature(known, options.disk_signature, &numbers)?;
-            let parts = numbers
-                .iter()
-                .map(|&n| crate::system::probe::mbr_partuuid(sig, n))
-                .collect();
-            (format!("{sig:08x}"), parts)
-        }
-        TableKind::Gpt => {
-            let disk = ids.guid(known)?.hyphenated().to_string();
-            let parts = numbers
-                .iter()
-                .map(|_| ids.guid(known).map(|g| g.hyphenated().to_string()))
-                .collect::<Result<_, _>>()?;
-            (disk, parts)
-        }
-    };
-    let gpt_types = geometry
-        .extents
-        .iter()
-        .map(|extent| match extent.role {
-            PartitionRole::Boot => (
-                GPT_BASIC_DATA.to_string(),
-                "Microsoft basic data (FAT)".to_string(),
-            ),
-            PartitionRole::Root => (GPT_LINUX_FS.to_string(), "Linux filesystem".to_string()),
-        })
-        .collect();
-    let has_boot = geometry
-        .extents
-        .iter()
-        .any(|e| e.role == PartitionRole::Boot);
-    Ok(NewIds {
-        disk_id,
-        partuuids,
-        gpt_types,
-        root_fs_uuid: ids.guid(known)?.hyphenated().to_string(),
-        boot_fs_serial: if has_boot {
-            Some(ids.vfat_serial(known)?)
-        } else {
-            None
-        },
-    })
-}
-
-const GPT_BASIC_DATA: &str = "ebd0a0a2-b9e5-4433-87c0-68b6b72699c7";
-
-const GPT_LINUX_FS: &str = "0fc63daf-8483-4772-8e79-3d69d8477de4";
-
 fn table_plan(
     kind: TableKind,
     reason: String,
@@ -409,224 +344,6 @@ fn table_plan(
         alignment_bytes: geometry::ALIGNMENT_BYTES,
         partitions,
     }
-}
-
-fn mkfs_steps(system: &System, table: &TablePlan, ids: &NewIds, known: &KnownIds) -> Vec<MkfsStep> {
-    let orphan_off = super::mkfs::needs_orphan_file_off(
-        super::mkfs::host_mke2fs_version(),
-        super::mkfs::source_e2fsprogs_version(&system.host, &system.host.source_root),
-    );
-    table
-        .partitions
-        .iter()
-        .map(|part| match part.role {
-            PartitionRole::Root => {
-                let label = fresh_label("rootfs", known);
-                let mut command: Vec<String> =
-                    ["mkfs.ext4", "-F", "-L", &label, "-U", &ids.root_fs_uuid]
-                        .map(str::to_string)
-                        .to_vec();
-                if orphan_off {
-                    command.extend(["-O".to_string(), "^orphan_file".to_string()]);
-                }
-                command.push("{partition}".to_string());
-                MkfsStep {
-                    partition: part.number,
-                    fstype: "ext4".into(),
-                    label,
-                    uuid: ids.root_fs_uuid.clone(),
-                    command,
-                }
-            }
-            PartitionRole::Boot => {
-                let serial = ids.boot_fs_serial.unwrap_or_default();
-                let label = fresh_label("BOOTFS", known);
-                MkfsStep {
-                    partition: part.number,
-                    fstype: "vfat".into(),
-                    command: [
-                        "mkfs.vfat",
-                        "-F",
-                        "32",
-                        "-n",
-                        &label,
-                        "-i",
-                        &format!("{serial:08X}"),
-                        "{partition}",
-                    ]
-                    .map(str::to_string)
-                    .to_vec(),
-                    label,
-                    uuid: vfat_uuid_text(serial),
-                }
-            }
-        })
-        .collect()
-}
-
-fn edits(
-    system: &System,
-    source: &CheckedSource,
-    table: &TablePlan,
-    filesystems: &[MkfsStep],
-    layout: Layout,
-    trial: bool,
-) -> Result<Vec<FileEdit>, Reason> {
-    let part = |role| table.partitions.iter().find(|p| p.role == role);
-    let fs = |number| filesystems.iter().find(|f| f.partition == number);
-    let root_part = part(PartitionRole::Root).expect("every layout has a root partition");
-    let root_fs = fs(root_part.number).expect("every partition gets a filesystem");
-    let root_for = |old: &DeviceSpec| new_spec(old, &root_part.partuuid, &root_fs.uuid);
-    let mut fstab_ops = vec![EditOperation::FstabSetSpec {
-        mountpoint: "/".into(),
-        spec: root_for(&source.summary.root_spec),
-    }];
-    if layout == Layout::Full {
-        if let (Some(boot_entry), Some(boot_part)) =
-            (source.fstab.boot(), part(PartitionRole::Boot))
-        {
-            if let Ok(old) = boot_entry.device_spec() {
-                let boot_fs = fs(boot_part.number).expect("every partition gets a filesystem");
-                fstab_ops.push(EditOperation::FstabSetSpec {
-                    mountpoint: boot_entry.mountpoint.clone(),
-                    spec: new_spec(&old, &boot_part.partuuid, &boot_fs.uuid),
-                });
-            }
-        }
-    }
-    let cmdline_root = source
-        .cmdline
-        .root()
-        .map_err(|e| Reason::new("source-cmdline", e.to_string()))?;
-    let mut cmdline_ops = vec![EditOperation::CmdlineSetRoot {
-        spec: root_for(&cmdline_root),
-    }];
-    if !source.cmdline.has("rootwait") {
-        cmdline_ops.push(EditOperation::CmdlineAdd {
-            arg: "rootwait".into(),
-        });
-    }
-    let fail = |err: String| Reason::new("source-edit", err);
-    let fstab_edit = file_edit(
-        EditTarget {
-            site: EditSite::TargetRoot,
-            file: Path::new("/etc/fstab"),
-            output: Path::new("/etc/fstab"),
-            backup: Some("/etc/fstab.pimigrate-backup".into()),
-            device: format!(
-                "the new root filesystem (partition {} of the target)",
-                root_part.number
-            ),
-        },
-        source.fstab_bytes,
-        fstab_ops,
-    )
-    .map_err(fail)?;
-    let cmdline_name = boot_relative(source, source.cmdline_path);
-    let target = match (layout, trial) {
-        (Layout::RootOnly, false) => EditTarget {
-            site: EditSite::SourceBoot,
-            file: &cmdline_name,
-            output: &cmdline_name,
-            backup: Some(boot_relative(
-                source,
-                &backup_name(&system.host, source.cmdline_path),
-            )),
-            device: sd_boot_description(source),
-        },
-        (Layout::RootOnly, true) => EditTarget {
-            site: EditSite::SourceBoot,
-            file: &cmdline_name,
-            output: Path::new(TRIAL_CMDLINE),
-            backup: None,
-            device: sd_boot_description(source),
-        },
-        (Layout::Full, _) => EditTarget {
-            site: EditSite::TargetBoot,
-            file: &cmdline_name,
-            output: &cmdline_name,
-            backup: Some(format!("{}.pimigrate-backup", cmdline_name.display()).into()),
-            device:
-                "the new boot partition (partition 1 of the target); the SD card is not changed"
-                    .into(),
-        },
-    };
-    let cmdline_edit = file_edit(target, source.cmdline_bytes, cmdline_ops).map_err(fail)?;
-    Ok(vec![fstab_edit, cmdline_edit])
-}
-
-/// The command line a trial boot starts with, next to cmdline.txt.
-pub const TRIAL_CMDLINE: &str = "/cmdline.pimigrate.txt";
-pub const TRYBOOT_FILE: &str = "/tryboot.txt";
-
-/// A path on the boot partition, as seen from its root.
-fn boot_relative(source: &CheckedSource, path: &Path) -> PathBuf {
-    path.strip_prefix(source.boot_dir)
-        .map(|p| Path::new("/").join(p))
-        .unwrap_or_else(|_| path.to_path_buf())
-}
-
-fn sd_boot_description(source: &CheckedSource) -> String {
-    match &source.summary.boot_device {
-        Some(dev) => format!(
-            "the SD card's boot partition {dev}, mounted at {}",
-            source.boot_dir.display()
-        ),
-        None => format!("the boot directory {}", source.boot_dir.display()),
-    }
-}
-
-/// Whether this plan boots the new root once on trial first.
-fn wants_trial(system: &System, options: &Options) -> bool {
-    options.layout == Layout::RootOnly
-        && match options.trial {
-            TrialChoice::Auto => system.pi.tryboot_available,
-            TrialChoice::Always => true,
-            TrialChoice::Never => false,
-        }
-}
-
-/// tryboot.txt: the normal config.txt with the trial command line.
-fn trial_boot(system: &System, source: &CheckedSource) -> Result<TrialBoot, Reason> {
-    let config_path = source.boot_dir.join("config.txt");
-    let config_bytes = std::fs::read(system.host.path(&config_path)).map_err(|err| {
-        Reason::new(
-            "trial-unavailable",
-            format!(
-                "a trial boot needs {} to build tryboot.txt from: {err}",
-                config_path.display()
-            ),
-        )
-        .hint("use --no-trial to change cmdline.txt directly")
-    })?;
-    let tryboot =
-        tryboot_contents(&config_bytes).map_err(|err| Reason::new("trial-unavailable", err))?;
-    let tryboot_real = source.boot_dir.join(TRYBOOT_FILE.trim_start_matches('/'));
-    Ok(TrialBoot {
-        tryboot_file: TRYBOOT_FILE.into(),
-        cmdline_file: TRIAL_CMDLINE.into(),
-        backup: system
-            .host
-            .path(&tryboot_real)
-            .exists()
-            .then(|| boot_relative(source, &backup_name(&system.host, &tryboot_real))),
-        diff: super::edits::diff_files(
-            Path::new("/config.txt"),
-            Path::new(TRYBOOT_FILE),
-            &config_bytes,
-            &tryboot,
-        ),
-    })
-}
-
-/// config.txt with `cmdline=` pointing at the trial command line, in `[all]`.
-pub fn tryboot_contents(config_txt: &[u8]) -> Result<Vec<u8>, String> {
-    let mut config =
-        crate::bootcfg::ConfigTxt::parse(config_txt).map_err(|e| format!("config.txt: {e}"))?;
-    config
-        .try_set("cmdline", TRIAL_CMDLINE.trim_start_matches('/'))
-        .map_err(|e| format!("config.txt: {e}"))?;
-    Ok(config.to_bytes())
 }
 
 fn warnings(system: &System, target: &Disk, geometry: &Geometry, layout: Layout) -> Vec<String> {

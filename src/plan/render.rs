@@ -1,6 +1,9 @@
-//! The plan for a person. (For scripts the plan is serialised as JSON.)
+//! The plan for a person, in small sections. (For scripts the plan is
+//! serialised as JSON.) The caller says what the text is for, and each
+//! section says only what is true there: no text is patched afterwards.
 
 use super::*;
+use crate::system::probe::TableKind;
 use crate::units::{binary, human_bytes};
 use std::fmt::Write;
 
@@ -12,8 +15,54 @@ pub enum Detail {
     Full,
 }
 
-pub fn plan_text(plan: &Plan, detail: Detail) -> String {
+impl Detail {
+    /// As `-q` and `-v` ask: brief, normal, or in full.
+    pub fn from_flags(quiet: bool, verbose: u8) -> Detail {
+        match (quiet, verbose) {
+            (true, _) => Detail::Brief,
+            (false, 0) => Detail::Normal,
+            (false, _) => Detail::Full,
+        }
+    }
+}
+
+/// What the plan is shown for: the words differ where the truth does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// `pimigrate plan`: a dry run; nothing is ever written.
+    DryRun,
+    /// `pimigrate migrate` (and its log): the plan about to be applied.
+    Migrate,
+    /// The wizard: the plan about to be applied, for someone who did not
+    /// type a command line (no flags to rerun with).
+    Wizard,
+}
+
+pub fn plan_text(plan: &Plan, detail: Detail, purpose: Purpose) -> String {
     let mut out = String::new();
+    headline(&mut out, plan);
+    if detail == Detail::Brief {
+        brief(&mut out, plan, purpose);
+        return out;
+    }
+    if purpose == Purpose::DryRun {
+        let _ = writeln!(out, "Dry run: nothing has been written.\n");
+    }
+    source(&mut out, plan);
+    table(&mut out, plan);
+    filesystems(&mut out, plan);
+    copy(&mut out, plan, detail);
+    edits(&mut out, plan);
+    trial_boot(&mut out, plan);
+    if let Some(order) = &plan.boot_order {
+        let _ = writeln!(out, "\nBoot order\n  {}", order.message);
+    }
+    warnings(&mut out, plan);
+    out
+}
+
+/// `Plan: root-only move to /dev/sda (Samsung T7, 500 GB, usb)`.
+fn headline(out: &mut String, plan: &Plan) {
     let target = &plan.target;
     let name = crate::units::join_present([target.vendor.as_deref(), target.model.as_deref()]);
     let layout = match plan.layout {
@@ -29,17 +78,25 @@ pub fn plan_text(plan: &Plan, detail: Detail) -> String {
         human_bytes(target.size_bytes),
         target.transport
     );
-    if detail == Detail::Brief {
-        let _ = writeln!(
-            out,
-            "      {} partition(s), {} to copy; dry run, nothing written",
-            plan.table.partitions.len(),
-            binary(plan.copy.space.used_bytes)
-        );
-        return out;
-    }
-    let _ = writeln!(out, "Dry run: nothing has been written.\n");
+}
+
+/// The one line under the headline that `-q` shows.
+fn brief(out: &mut String, plan: &Plan, purpose: Purpose) {
+    let state = match purpose {
+        Purpose::DryRun => "dry run, nothing written",
+        Purpose::Migrate | Purpose::Wizard => "nothing written yet",
+    };
+    let _ = writeln!(
+        out,
+        "      {} partition(s), {} to copy; {state}",
+        plan.table.partitions.len(),
+        binary(plan.copy.space.used_bytes)
+    );
+}
+
+fn source(out: &mut String, plan: &Plan) {
     let source = &plan.source;
+    let target = &plan.target;
     let on = |dev: &Option<String>| dev.as_ref().map(|d| format!(" on {d}")).unwrap_or_default();
     let _ = writeln!(out, "Source");
     let _ = writeln!(
@@ -68,11 +125,13 @@ pub fn plan_text(plan: &Plan, detail: Detail) -> String {
     if let Some(serial) = &target.serial {
         let _ = writeln!(out, "\nTarget serial {serial}, {}-byte sectors: checked again right before the first write.", target.logical_sector_size);
     }
+}
 
+fn table(out: &mut String, plan: &Plan) {
     let table = &plan.table;
     let id_name = match table.kind {
-        crate::system::probe::TableKind::Mbr => "disk signature",
-        crate::system::probe::TableKind::Gpt => "disk GUID",
+        TableKind::Mbr => "disk signature",
+        TableKind::Gpt => "disk GUID",
     };
     let _ = writeln!(
         out,
@@ -92,8 +151,8 @@ pub fn plan_text(plan: &Plan, detail: Detail) -> String {
             PartitionRole::Root => "root",
         };
         let kind = match table.kind {
-            crate::system::probe::TableKind::Mbr => format!("{} {}", part.type_id, part.type_name),
-            crate::system::probe::TableKind::Gpt => part.type_name.clone(),
+            TableKind::Mbr => format!("{} {}", part.type_id, part.type_name),
+            TableKind::Gpt => part.type_name.clone(),
         };
         let _ = writeln!(
             out,
@@ -112,16 +171,17 @@ pub fn plan_text(plan: &Plan, detail: Detail) -> String {
         "  sectors of {} bytes; every partition starts and ends on a 4 MiB boundary",
         table.sector_size
     );
+}
 
+fn filesystems(out: &mut String, plan: &Plan) {
     let _ = writeln!(out, "\nFilesystems");
     for fs in &plan.filesystems {
-        let command = fs
-            .command
-            .join(" ")
-            .replace("{partition}", &format!("<partition {}>", fs.partition));
-        let _ = writeln!(out, "  {command}");
+        let node = format!("<partition {}>", fs.partition);
+        let _ = writeln!(out, "  {}", fs.command_for(&node).join(" "));
     }
+}
 
+fn copy(out: &mut String, plan: &Plan, detail: Detail) {
     let copy = &plan.copy;
     let space = &copy.space;
     let _ = writeln!(out, "\nCopy");
@@ -197,7 +257,9 @@ pub fn plan_text(plan: &Plan, detail: Detail) -> String {
             boot.to_partition
         );
     }
+}
 
+fn edits(out: &mut String, plan: &Plan) {
     let _ = writeln!(out, "\nBoot file changes");
     for edit in &plan.edits {
         let written = if edit.output == edit.file {
@@ -227,6 +289,9 @@ pub fn plan_text(plan: &Plan, detail: Detail) -> String {
             let _ = writeln!(out, "    {line}");
         }
     }
+}
+
+fn trial_boot(out: &mut String, plan: &Plan) {
     if let Some(trial) = &plan.trial_boot {
         let _ = writeln!(out, "\nTrial boot");
         let _ = writeln!(
@@ -247,16 +312,15 @@ pub fn plan_text(plan: &Plan, detail: Detail) -> String {
             let _ = writeln!(out, "    {line}");
         }
     }
-    if let Some(order) = &plan.boot_order {
-        let _ = writeln!(out, "\nBoot order\n  {}", order.message);
-    }
+}
+
+fn warnings(out: &mut String, plan: &Plan) {
     if !plan.warnings.is_empty() {
         let _ = writeln!(out, "\nPlease note");
         for warning in &plan.warnings {
             let _ = writeln!(out, "  ! {warning}");
         }
     }
-    out
 }
 
 /// The mount points not below another one in `all`.
@@ -269,6 +333,30 @@ fn outermost_mounts(all: &[std::path::PathBuf]) -> impl Iterator<Item = &std::pa
 mod tests {
     use super::*;
     use std::path::PathBuf;
+
+    /// Only `plan` says "dry run"; `migrate` and the wizard show the plan
+    /// they are about to apply, in brief too (issue #15 item 6).
+    #[test]
+    fn only_the_dry_run_says_it_is_one() {
+        let (_host, system) = crate::system::inspect_fixture("pi4");
+        let mut options = Options::new("/dev/sda");
+        options.seed = Some(7);
+        let plan = crate::plan::plan(&system, &options).expect("planning for the pi4 fixture");
+        for detail in [Detail::Brief, Detail::Normal, Detail::Full] {
+            let dry = plan_text(&plan, detail, Purpose::DryRun).to_lowercase();
+            assert!(dry.contains("dry run"), "{detail:?}: {dry}");
+            for purpose in [Purpose::Migrate, Purpose::Wizard] {
+                let text = plan_text(&plan, detail, purpose);
+                assert!(
+                    !text.to_lowercase().contains("dry run"),
+                    "{detail:?} {purpose:?}: {text}"
+                );
+                assert!(text.starts_with("Plan: "), "{text}");
+            }
+        }
+        let brief = plan_text(&plan, Detail::Brief, Purpose::Migrate);
+        assert!(brief.contains("nothing written yet"), "{brief}");
+    }
 
     #[test]
     fn nested_mounts_are_left_to_their_outermost() {

@@ -12,6 +12,7 @@ pub mod figures;
 pub mod formula;
 pub mod freshness;
 pub mod measure;
+pub mod rank;
 pub mod render;
 pub mod survey;
 pub mod warnings;

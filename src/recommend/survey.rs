@@ -28,7 +28,7 @@ pub fn survey(system: &System, include_virtual: bool) -> Result<Survey> {
     };
     let minimum = system
         .source_used_bytes
-        .map(crate::plan::space::minimum_root_partition_bytes);
+        .map(crate::space::minimum_root_partition_bytes);
     let mut candidates = Vec::new();
     let mut excluded = Vec::new();
     for disk in &system.disks {

@@ -5,43 +5,12 @@ use super::formula::{self, gain};
 use super::freshness::Freshness;
 use super::warnings::Usb3Ports;
 use super::*;
-use crate::bench::dio::{AlignmentSource, DirectIoAlignment};
-use crate::bench::engine::{EngineChoice, EngineKind};
 use crate::bench::grade::AppClass;
-use crate::bench::job::{Direction, Pattern};
-use crate::bench::machine::MachineInfo;
-use crate::bench::report::{self as bench_report, Parameters, StoredReport, TargetInfo};
-use crate::bench::suite::{SuiteParams, TestResult};
-use crate::bench::target::TargetKind;
+use crate::bench::report::StoredReport;
+use crate::bench::sample::{SampleReport, Speeds, FLASH_STICK, PI4, SD_A1, USB_SSD};
+use crate::bench::suite::SuiteParams;
 
 const NOW: u64 = 1_800_000_000;
-const PI4: &str = "Raspberry Pi 4 Model B Rev 1.4";
-
-/// RND4K Q32 read/write, Q1 read/write IOPS; SEQ1M read/write MB/s.
-#[derive(Clone, Copy)]
-struct Speeds {
-    q32: (f64, f64),
-    q1: (f64, f64),
-    seq: (f64, f64),
-}
-
-/// An A1 card on a Pi 4, near what Raspberry Pi's test shows.
-const SD_A1: Speeds = Speeds {
-    q32: (2_600.0, 800.0),
-    q1: (1_900.0, 450.0),
-    seq: (44.0, 21.0),
-};
-/// A cheap stick: reads fine, random writes "a disaster".
-const FLASH_STICK: Speeds = Speeds {
-    q32: (2_000.0, 45.0),
-    q1: (1_500.0, 30.0),
-    seq: (38.0, 5.0),
-};
-const USB_SSD: Speeds = Speeds {
-    q32: (36_000.0, 28_000.0),
-    q1: (4_200.0, 3_900.0),
-    seq: (340.0, 310.0),
-};
 
 fn identity(name: &str, serial: &str, usb: Option<(&str, &str, u32)>) -> DeviceIdentity {
     DeviceIdentity {
@@ -65,103 +34,17 @@ fn identity(name: &str, serial: &str, usb: Option<(&str, &str, u32)>) -> DeviceI
     }
 }
 
-fn result(name: &str, block_size: u32, queue_depth: u32, iops: f64) -> TestResult {
-    let mb_per_s = iops * f64::from(block_size) / 1e6;
-    TestResult {
-        name: name.into(),
-        direction: if name.ends_with("write") {
-            Direction::Write
-        } else {
-            Direction::Read
-        },
-        pattern: if name.starts_with("SEQ") {
-            Pattern::Sequential
-        } else {
-            Pattern::Random
-        },
-        block_size,
-        queue_depth,
-        ios: (iops * 5.0) as u64,
-        bytes: (iops * 5.0) as u64 * u64::from(block_size),
-        seconds: 5.0,
-        flush_seconds: None,
-        mb_per_s,
-        mib_per_s: mb_per_s / 1.048_576,
-        iops,
-        latency: None,
-        cpu_seconds: 0.1,
-        cpu_us_per_io: None,
-    }
-}
-
-/// A standard-suite report as `bench` writes it; grades computed by the
-/// bench module itself. `writes: false` is a raw device read only.
+/// A standard-suite report as `bench` writes it (the shared test builder);
+/// `writes: false` is a raw device read only.
 fn report(device: &DeviceIdentity, s: Speeds, writes: bool, unix_time: u64) -> Report {
-    let mib = 1_048_576.0;
-    let mut results = vec![
-        result("SEQ1M Q8 read", 1 << 20, 8, s.seq.0 * 1e6 / mib),
-        result("SEQ1M Q1 read", 1 << 20, 1, s.seq.0 * 1e6 / mib),
-        result("RND4K Q32 read", 4096, 32, s.q32.0),
-        result("RND4K Q1 read", 4096, 1, s.q1.0),
-    ];
-    if writes {
-        results.extend([
-            result("SEQ1M Q8 write", 1 << 20, 8, s.seq.1 * 1e6 / mib),
-            result("SEQ1M Q1 write", 1 << 20, 1, s.seq.1 * 1e6 / mib),
-            result("RND4K Q32 write", 4096, 32, s.q32.1),
-            result("RND4K Q1 write", 4096, 1, s.q1.1),
-        ]);
-    }
-    Report {
-        schema: bench_report::SCHEMA.into(),
-        id: format!("{unix_time}-{}-1", device.name),
-        started_at: bench_report::rfc3339_utc(unix_time),
-        unix_time,
-        duration_seconds: 60.0,
-        tool_version: "0.1.0".into(),
-        machine: MachineInfo {
-            kernel_release: "6.6.31+rpt-rpi-v8".into(),
-            kernel_version: "#1 SMP PREEMPT".into(),
-            arch: "aarch64".into(),
-            pi_model: Some(PI4.into()),
-            throttled: None,
-        },
-        target: TargetInfo {
-            kind: if writes {
-                TargetKind::File
-            } else {
-                TargetKind::Device
-            },
-            path: if writes {
-                "/".into()
-            } else {
-                device.path.clone()
-            },
-            filesystem: None,
-            mountpoint: None,
-            partition: None,
-            device: Some(device.clone()),
-        },
-        engine: EngineChoice {
-            kind: EngineKind::IoUring,
-            fallback_reason: None,
-        },
-        parameters: Parameters {
-            suite: SuiteParams::new(Preset::Standard, None, None),
-            span_bytes: 1 << 30,
-            size_note: None,
-            layout_seconds: None,
-            direct_io: DirectIoAlignment {
-                memory: 512,
-                offset: 512,
-                source: AlignmentSource::Statx,
-            },
-            writes,
-            destructive: false,
-        },
-        grades: bench_report::grade(Preset::Standard, &results),
-        results,
-    }
+    let sample = SampleReport::new(format!("{unix_time}-{}-1", device.name), unix_time)
+        .device(device.clone());
+    let sample = if writes {
+        sample
+    } else {
+        sample.raw_device_reads()
+    };
+    sample.speeds(s).build()
 }
 
 fn drive(identity: DeviceIdentity, speeds: Option<Speeds>, writes: bool) -> Drive {

@@ -40,7 +40,7 @@ impl System {
         let pi = pi::detect(host);
         let source = Source::inspect(host, &mounts, &pi);
         let source_used_bytes = usage::used_bytes(host, &mounts);
-        let minimum = source_used_bytes.map(crate::plan::space::minimum_root_partition_bytes);
+        let minimum = source_used_bytes.map(crate::space::minimum_root_partition_bytes);
         assign_roles(&mut disks, &source, minimum);
         Ok(System {
             host: host.clone(),

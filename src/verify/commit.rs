@@ -1,32 +1,19 @@
 //! The two changes verify makes to the boot partition, both through the
-//! same atomic editor as the migration: `--commit` (the trial's command
-//! line becomes cmdline.txt) and `--apply-quirk` (usb-storage for a uas
-//! bridge). The journal learns of each backup before the file changes, so
-//! `rollback` can always restore the pre-migration cmdline.txt.
+//! boot partition's one writer, as the migration's: `--commit` (the trial's
+//! command line becomes cmdline.txt) and `--apply-quirk` (usb-storage for
+//! a uas bridge). The journal learns of each backup before the file
+//! changes, so `rollback` can always restore the pre-migration cmdline.txt.
 
 use super::expected::Expected;
-use crate::apply::atomic;
+use crate::apply::boot_partition::BootWriter;
 use crate::apply::journal::Journal;
 use crate::bootcfg::Cmdline;
-use crate::host::Host;
 use anyhow::{bail, Context, Result};
-use std::path::{Path, PathBuf};
-
-/// `cmdline.txt` → `cmdline.txt.pimigrate-backup`, as the migration names it.
-pub fn backup_name(file: &Path) -> PathBuf {
-    let mut name = file.file_name().unwrap_or_default().to_os_string();
-    name.push(".pimigrate-backup");
-    file.with_file_name(name)
-}
-
-/// A path relative to the boot partition (`/cmdline.txt`) as a path to open.
-fn on_boot(host: &Host, expected: &Expected, file: &Path) -> PathBuf {
-    host.path(expected.on_boot(file))
-}
+use std::path::Path;
 
 /// Makes a verified trial boot permanent; returns what it did, line by line.
 pub fn commit(
-    host: &Host,
+    boot: &BootWriter,
     journal: &mut Journal,
     expected: &Expected,
     state_dir: &Path,
@@ -35,8 +22,8 @@ pub fn commit(
         bail!("this migration had no trial boot: nothing to commit");
     };
     let cmdline = &expected.cmdline_file;
-    let backup = backup_name(cmdline);
-    let trial_cmdline = on_boot(host, expected, &trial.cmdline_file);
+    let backup = boot.backup_name(journal, cmdline);
+    let trial_cmdline = boot.resolve(&trial.cmdline_file)?;
     let new = std::fs::read(&trial_cmdline).with_context(|| {
         format!(
             "reading the trial's command line {}",
@@ -59,41 +46,39 @@ pub fn commit(
     journal.save(state_dir)?;
 
     let mut done = Vec::new();
-    let live = on_boot(host, expected, cmdline);
-    atomic::backup(&live, &on_boot(host, expected, &backup))?;
-    atomic::replace(&live, &new)?;
+    boot.backup(cmdline, &backup)?;
+    boot.replace(cmdline, &new)?;
     done.push(format!(
         "{} now holds the trial's command line (the original is in {})",
-        live.display(),
-        on_boot(host, expected, &backup).display()
+        boot.resolve(cmdline)?.display(),
+        boot.resolve(&backup)?.display()
     ));
     // tryboot.txt goes before the command line it points at, so a trial
     // boot never finds a tryboot.txt whose cmdline= file is missing.
-    let tryboot = on_boot(host, expected, &trial.tryboot_file);
+    let tryboot = boot.resolve(&trial.tryboot_file)?;
+    let restored = match &trial.backup {
+        Some(saved) => boot.restore(&trial.tryboot_file, saved)?,
+        None => false,
+    };
     match &trial.backup {
-        Some(saved) if on_boot(host, expected, saved).exists() => {
-            let saved_path = on_boot(host, expected, saved);
-            let bytes = std::fs::read(&saved_path)
-                .with_context(|| format!("reading {}", saved_path.display()))?;
-            atomic::replace(&tryboot, &bytes)?;
-            remove(&saved_path)?;
+        Some(saved) if restored => {
             journal.backups.remove(&trial.tryboot_file);
             done.push(format!(
                 "{} restored from {}",
                 tryboot.display(),
-                saved_path.display()
+                boot.resolve(saved)?.display()
             ));
         }
         _ => {
-            if remove(&tryboot)? {
+            if boot.remove(&trial.tryboot_file)? {
                 done.push(format!("removed {}", tryboot.display()));
             }
         }
     }
-    if remove(&trial_cmdline)? {
+    if boot.remove(&trial.cmdline_file)? {
         done.push(format!("removed {}", trial_cmdline.display()));
     }
-    sync_dir(&host.path(&expected.boot_dir));
+    boot.sync();
     let gone = [
         expected.on_boot(&trial.tryboot_file),
         expected.on_boot(&trial.cmdline_file),
@@ -122,7 +107,7 @@ fn root_is_planned(journal: &Journal, root: &crate::bootcfg::DeviceSpec) -> bool
 /// the trial's while a trial is pending (the commit carries it over),
 /// cmdline.txt otherwise, after a backup of the version that booted.
 pub fn apply_quirk(
-    host: &Host,
+    boot: &BootWriter,
     journal: &mut Journal,
     expected: &Expected,
     state_dir: &Path,
@@ -132,8 +117,8 @@ pub fn apply_quirk(
         (Some(trial), None) => trial.cmdline_file.clone(),
         _ => expected.cmdline_file.clone(),
     };
-    let path = on_boot(host, expected, &file);
-    let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+    let path = boot.resolve(&file)?;
+    let bytes = boot.read(&file)?;
     let mut cmdline =
         Cmdline::parse(&bytes).with_context(|| format!("{} cannot be edited", path.display()))?;
     let quirks: Vec<String> = cmdline
@@ -163,7 +148,7 @@ pub fn apply_quirk(
         .as_ref()
         .is_some_and(|t| t.cmdline_file == file);
     if !is_created {
-        let backup = backup_name(&file);
+        let backup = boot.backup_name(journal, &file);
         // Root-only: the file is the SD card's, which rollback restores. A
         // full move's cmdline.txt is the target's own copy: no rollback
         // entry for it.
@@ -172,26 +157,11 @@ pub fn apply_quirk(
             journal.backups.insert(file.clone(), backup.clone());
             journal.save(state_dir)?;
         }
-        atomic::backup(&path, &on_boot(host, expected, &backup))?;
+        boot.backup(&file, &backup)?;
     }
-    atomic::replace(&path, &cmdline.to_bytes())?;
+    boot.replace(&file, &cmdline.to_bytes())?;
     Ok(vec![format!(
         "added usb-storage.quirks={value} to {}: reboot for it to take effect",
         path.display()
     )])
-}
-
-/// Removes a file; false when it was not there.
-fn remove(path: &Path) -> Result<bool> {
-    match std::fs::remove_file(path) {
-        Ok(()) => Ok(true),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(err) => Err(err).with_context(|| format!("removing {}", path.display())),
-    }
-}
-
-/// Flushes a directory's entries (the removals); FAT may refuse, which
-/// costs nothing but durability of a removal that is harmless to repeat.
-fn sync_dir(dir: &Path) {
-    let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
 }

@@ -3,6 +3,7 @@
 //! running system, health warnings (advice only), and the before/after
 //! benchmark comparison. Deciding is here; the command does the I/O order.
 
+pub mod after;
 pub mod checks;
 pub mod commit;
 pub mod compare;
@@ -11,6 +12,7 @@ pub mod health;
 pub mod kernel_log;
 pub mod old_root;
 pub mod render;
+pub mod state;
 
 use crate::plan::Layout;
 use crate::system::disks::Disk;

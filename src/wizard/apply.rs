@@ -3,12 +3,11 @@
 //! and what to do next.
 
 use super::{Outcome, Wizard};
-use crate::apply::journal::Journal;
-use crate::commands::migrate::{apply_with_progress, next_steps, ProgressDisplay};
-use crate::plan::render::{plan_text, Detail};
+use crate::apply::migration::{self, ProgressDisplay};
+use crate::plan::render::{plan_text, Detail, Purpose};
 use crate::plan::{self, Layout, Options, Plan, TrialChoice};
 use crate::ui::Aborted;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use std::ops::ControlFlow;
 use std::sync::atomic::Ordering;
 
@@ -77,8 +76,7 @@ pub(super) fn make_plan(wizard: &Wizard, options: &Options) -> Result<Option<Pla
     match result {
         Ok(plan) => {
             // The same plan `pimigrate plan` prints; not a dry run here.
-            let text = plan_text(&plan, Detail::Normal)
-                .replace("Dry run: nothing has been written.\n", "");
+            let text = plan_text(&plan, Detail::Normal, Purpose::Wizard);
             wizard.ui.say(&format!(
                 "\n{}\nThe plan in full:\n\n{text}",
                 super::summary::in_short(&plan)
@@ -126,47 +124,28 @@ pub(super) fn migrate(wizard: &Wizard, plan: Plan) -> Result<Outcome> {
         );
         return Ok(Outcome::Rehearsed);
     }
-    let boot_dir = wizard
-        .system
-        .source
-        .boot_dir
-        .clone()
-        .context("no boot directory (the plan would have refused)")?;
-    let journal = Journal::new(plan, wizard.host.source_root.clone(), boot_dir);
+    let journal = migration::new_journal(wizard.system, plan)?;
     let display = ProgressDisplay {
         copy_bar: wizard.ui.live_progress(),
         step_lines: true,
     };
-    let journal = apply_with_progress(wizard.system, journal, wizard.ui.interrupted(), display)?;
+    let journal = migration::apply_with_progress(
+        wizard.system,
+        journal,
+        wizard.ui.interrupted(),
+        display,
+        Purpose::Wizard,
+    )?;
     let mut text = format!(
         "\nDone: the system is on {}.\nWhat to do next:\n",
         journal.plan.target.path.display()
     );
-    for (n, step) in wizard_next_steps(&journal.plan).iter().enumerate() {
+    for (n, step) in migration::next_steps(&journal.plan, Purpose::Wizard)
+        .iter()
+        .enumerate()
+    {
         text.push_str(&format!("  {}. {step}\n", n + 1));
     }
     wizard.ui.say(&text);
     Ok(Outcome::Migrated(Box::new(journal)))
-}
-
-/// `migrate`'s next steps, for someone who followed the wizard: it has no
-/// --reboot of its own to rerun with, and a move without a trial boot gets
-/// the check after the reboot too (with a trial, `verify --commit` is
-/// already a step), so the person knows how to tell that it worked.
-pub(super) fn wizard_next_steps(plan: &Plan) -> Vec<String> {
-    let mut steps: Vec<String> = next_steps(plan)
-        .iter()
-        .map(|step| step.replace(" (or rerun with --reboot)", ""))
-        .collect();
-    if !steps.iter().any(|step| step.contains("pimigrate verify")) {
-        // Before the last step, the way back, which is for when it failed.
-        let at = steps.len().saturating_sub(1);
-        steps.insert(
-            at,
-            "once it is up, check that it runs from the new disk and see the speed-up: \
-             sudo pimigrate verify"
-                .into(),
-        );
-    }
-    steps
 }

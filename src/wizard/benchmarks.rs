@@ -2,9 +2,8 @@
 //! own ranking: the comparison table, and the gain in plain words.
 
 use super::{Benchmarks, Wizard};
-use crate::cli::RecommendArgs;
-use crate::commands::recommend::{rank_drives, Shown};
 use crate::recommend::freshness::DEFAULT_MAX_AGE_DAYS;
+use crate::recommend::rank::{rank_drives, RankOptions, Shown};
 use crate::recommend::{render, Recommendation};
 use crate::ui::Aborted;
 use anyhow::Result;
@@ -21,7 +20,7 @@ pub(super) fn compare(wizard: &Wizard) -> Result<Option<Recommendation>> {
         Benchmarks::Standard | Benchmarks::Ask => false,
     };
     let raw_writes_allowed = super::blank::allowed(wizard)?;
-    let args = RecommendArgs {
+    let options = RankOptions {
         quick,
         runtime: None,
         size: None,
@@ -44,7 +43,7 @@ pub(super) fn compare(wizard: &Wizard) -> Result<Option<Recommendation>> {
     );
     match rank_drives(
         wizard.system,
-        &args,
+        &options,
         wizard.host,
         shown,
         wizard.ui.interrupted(),

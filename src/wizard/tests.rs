@@ -368,7 +368,8 @@ fn next_steps_always_end_with_a_check_and_a_way_back() {
         options.trial = trial;
         options.seed = Some(7);
         let plan = crate::plan::plan(&system, &options).expect("planning for the pi4 fixture");
-        let steps = apply::wizard_next_steps(&plan);
+        let steps =
+            crate::apply::migration::next_steps(&plan, crate::plan::render::Purpose::Wizard);
         let verifies: Vec<&String> = steps
             .iter()
             .filter(|s| s.contains("sudo pimigrate verify"))

@@ -1,5 +1,7 @@
 //! Will the source fit? A conservative estimate of what a fresh ext4 keeps
 //! for itself, so a plan never promises room the filesystem will not give.
+//! Shared arithmetic, not a plan decision: `system/` marks disks too small
+//! with it, `plan/` checks the planned root partition.
 
 use crate::units::MIB;
 use serde::{Deserialize, Serialize};

@@ -1,0 +1,120 @@
+//! Where the system stands against its migration journal, before any check
+//! runs: not rebooted yet, a trial boot that did not come up, and whether
+//! `--commit` may make the trial permanent.
+
+use super::expected::Expected;
+use super::{device_name, Check, Outcome, TrialState, Verification};
+use crate::apply::journal::{Journal, Step};
+use crate::host::Host;
+use crate::system::source::resolve;
+use crate::system::System;
+
+/// The partition / is mounted from, when it is the old (source) root.
+fn running_from_old_root(system: &System, expected: &Expected) -> Option<String> {
+    let running = system
+        .source
+        .running_root_devno
+        .and_then(|devno| device_name(&system.disks, devno))?;
+    resolve(&expected.old_root_spec, &system.disks)
+        .contains(&running)
+        .then_some(running)
+}
+
+/// Still on the SD card's root, and either the migration did not finish
+/// or there was no reboot since it did: nothing to verify yet. (Back on
+/// the SD card after a reboot means the new root did not come up: that is
+/// a failure, and the checks say so.)
+pub fn not_yet(system: &System, journal: &Journal, expected: &Expected) -> Option<String> {
+    let running = running_from_old_root(system, expected)?;
+    if !journal.is_done(Step::SourceBootEdited) {
+        return Some(format!(
+            "the migration has not finished (still running from {running}): `sudo pimigrate migrate --resume` carries on"
+        ));
+    }
+    let booted = boot_time(&system.host)?;
+    (booted < journal.updated).then(|| {
+        let reboot = if expected.trial.is_some() {
+            "sudo reboot \"0 tryboot\""
+        } else {
+            "sudo reboot"
+        };
+        format!("the system still runs from {running} and has not rebooted since the migration: `{reboot}`, then verify")
+    })
+}
+
+/// Rebooted since a trial migration, yet a normal boot of the SD card's
+/// root: the trial boot did not come up (the firmware then falls back to
+/// the SD card, as designed) or the Pi was restarted without "0 tryboot".
+/// The target checks would only list symptoms of that, so the answer is
+/// this one failure and what to do: roll back, or look at the target and
+/// try again.
+pub fn trial_did_not_run(system: &System, expected: &Expected) -> Option<Verification> {
+    if !expected.trial_pending() || system.pi.in_trial_boot {
+        return None;
+    }
+    let running = running_from_old_root(system, expected)?;
+    let check = Check::fail(
+        "trial-boot",
+        format!(
+            "this boot runs from the SD card's root {running}, not from the target: the trial boot did not come up \
+             (the firmware then boots the SD card as before) or the Pi was restarted without \"0 tryboot\""
+        ),
+    )
+    .devices(vec![running])
+    .hint(
+        "the SD card's cmdline.txt was not changed; look at the target (`pimigrate devices`, `dmesg`) before trying again",
+    );
+    Some(Verification {
+        layout: Some(expected.layout),
+        trial_boot: Some(TrialState {
+            active: false,
+            committed_at: None,
+        }),
+        checks: vec![check],
+        result: Outcome::Fail,
+        message: Some("the trial boot did not run; the SD card still boots as before".into()),
+        rollback: vec![
+            "sudo pimigrate rollback --yes   (removes the trial files; the SD card then boots exactly as before the migration)".into(),
+            "or, once the target is attached and seen by `pimigrate devices`, try again: sudo reboot \"0 tryboot\"".into(),
+        ],
+        ..Verification::nothing(String::new())
+    })
+}
+
+/// `btime` of /proc/stat: when this boot began (Unix time).
+fn boot_time(host: &Host) -> Option<u64> {
+    let stat = std::fs::read_to_string(host.proc("stat")).ok()?;
+    stat.lines()
+        .find_map(|l| l.strip_prefix("btime "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+pub enum Refusal {
+    Refused(String),
+    NothingToDo(String),
+}
+
+pub fn commit_refusal(system: &System, expected: &Expected, passed: bool) -> Option<Refusal> {
+    if expected.trial.is_none() {
+        return Some(Refusal::NothingToDo(
+            "nothing to commit: this migration changed cmdline.txt directly, without a trial boot"
+                .into(),
+        ));
+    }
+    if expected.committed.is_some() {
+        return Some(Refusal::NothingToDo(
+            "nothing to commit: the trial boot was already made permanent".into(),
+        ));
+    }
+    if !passed {
+        return Some(Refusal::Refused(
+            "not committed: the checks failed, and cmdline.txt still boots the SD card".into(),
+        ));
+    }
+    if !system.pi.in_trial_boot {
+        return Some(Refusal::Refused(
+            "not committed: this is not the trial boot".into(),
+        ));
+    }
+    None
+}
