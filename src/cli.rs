@@ -217,11 +217,11 @@ pub struct PlanArgs {
     pub table: TableChoice,
 
     /// Size of the FAT32 boot partition of a full move.
-    #[arg(long, value_name = "SIZE", default_value = "512M", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", default_value = "512M", value_parser = crate::units::parse_size)]
     pub boot_size: u64,
 
     /// Size of the root partition (default: the rest of the disk).
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = crate::units::parse_size)]
     pub root_size: Option<u64>,
 
     /// Leave this path (as on the running system) out of the copy; repeatable.
@@ -271,7 +271,7 @@ pub struct BenchArgs {
     pub runtime: Option<f64>,
 
     /// Size of the test file, or of the part of a device tested (e.g. 1G).
-    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    #[arg(long, value_name = "BYTES", value_parser = crate::units::parse_size)]
     pub size: Option<u64>,
 
     /// Also write to a raw disk or partition, destroying its contents.
@@ -314,7 +314,7 @@ pub struct RecommendArgs {
     /// Size of each drive's test file (e.g. 64M): smaller writes less to a
     /// worn SD card and lays out sooner on a slow one, but too small a file
     /// measures the drive's cache.
-    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    #[arg(long, value_name = "BYTES", value_parser = crate::units::parse_size)]
     pub size: Option<u64>,
 
     /// Only use saved reports, never benchmark: drives without a fresh
@@ -352,14 +352,10 @@ impl RecommendArgs {
     }
 }
 
-fn parse_size(text: &str) -> Result<u64, String> {
-    crate::units::parse_size(text).map_err(|e| e.to_string())
-}
-
-fn parse_hex_u32(text: &str) -> Result<u32, String> {
+fn parse_hex_u32(text: &str) -> anyhow::Result<u32> {
     let digits = text.trim_start_matches("0x");
     u32::from_str_radix(digits, 16)
-        .map_err(|_| format!("'{text}' is not 8 hex digits, like 6c586e13"))
+        .map_err(|_| anyhow::anyhow!("'{text}' is not 8 hex digits, like 6c586e13"))
 }
 
 impl PlanArgs {

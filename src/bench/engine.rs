@@ -55,7 +55,7 @@ pub fn choose(wanted: Option<EngineKind>) -> Result<EngineChoice> {
         }
         (None, Err(reason)) => Ok(EngineChoice {
             kind: EngineKind::Threads,
-            fallback_reason: Some(reason),
+            fallback_reason: Some(reason.to_string()),
         }),
     }
 }

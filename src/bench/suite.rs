@@ -165,15 +165,16 @@ pub fn select(jobs: Vec<JobSpec>, only: &[String]) -> Result<Vec<JobSpec>> {
 }
 
 /// Parses --runtime: seconds, fractions allowed, at most an hour.
-pub fn parse_runtime(text: &str) -> Result<f64, String> {
+pub fn parse_runtime(text: &str) -> anyhow::Result<f64> {
     let seconds: f64 = text
         .trim()
         .trim_end_matches('s')
         .parse()
-        .map_err(|_| format!("'{text}' is not a number of seconds"))?;
-    if !(0.1..=3600.0).contains(&seconds) {
-        return Err(format!("--runtime {text}: give 0.1 to 3600 seconds"));
-    }
+        .map_err(|_| anyhow::anyhow!("'{text}' is not a number of seconds"))?;
+    anyhow::ensure!(
+        (0.1..=3600.0).contains(&seconds),
+        "--runtime {text}: give 0.1 to 3600 seconds"
+    );
     Ok(seconds)
 }
 

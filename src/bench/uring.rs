@@ -21,17 +21,16 @@ mod imp {
     use std::time::Instant;
 
     /// `Ok` when this kernel lets us set up a ring with read and write.
-    pub fn available() -> Result<(), String> {
-        let ring = IoUring::new(2).map_err(|e| format!("io_uring_setup failed ({e})"))?;
+    pub fn available() -> Result<()> {
+        let ring = IoUring::new(2).map_err(|e| anyhow!("io_uring_setup failed ({e})"))?;
         let mut probe = Probe::new();
         ring.submitter()
             .register_probe(&mut probe)
-            .map_err(|e| format!("probing io_uring failed ({e})"))?;
-        if !probe.is_supported(opcode::Read::CODE) || !probe.is_supported(opcode::Write::CODE) {
-            return Err(
-                "the kernel's io_uring lacks plain read/write (Linux 5.6 or later has them)".into(),
-            );
-        }
+            .map_err(|e| anyhow!("probing io_uring failed ({e})"))?;
+        anyhow::ensure!(
+            probe.is_supported(opcode::Read::CODE) && probe.is_supported(opcode::Write::CODE),
+            "the kernel's io_uring lacks plain read/write (Linux 5.6 or later has them)"
+        );
         Ok(())
     }
 
@@ -202,8 +201,8 @@ mod imp {
     use crate::bench::job::Measurement;
     use anyhow::{bail, Result};
 
-    pub fn available() -> Result<(), String> {
-        Err("io_uring support is not built for this architecture".into())
+    pub fn available() -> Result<()> {
+        bail!("io_uring support is not built for this architecture")
     }
 
     pub fn run(_ctx: &JobContext<'_>, _progress: &mut dyn FnMut(Progress)) -> Result<Measurement> {

@@ -3,7 +3,7 @@
 
 use super::expected::Expected;
 use super::{device_name, Check};
-use crate::bootcfg::{Cmdline, ConfigTxt, DeviceSpec, FilterContext};
+use crate::bootcfg::{Cmdline, CmdlineError, ConfigTxt, DeviceSpec, FilterContext};
 use crate::system::source::resolve;
 use crate::system::System;
 use std::path::PathBuf;
@@ -103,35 +103,36 @@ pub fn cmdline_named_by(system: &System, expected: &Expected, trial: bool) -> Pa
 }
 
 /// `root=` of a command line, or why there is none.
-fn root_of(bytes: &[u8]) -> Result<DeviceSpec, String> {
-    Cmdline::parse(bytes)
-        .and_then(|c| c.root())
-        .map_err(|e| e.to_string())
+fn root_of(bytes: &[u8]) -> Result<DeviceSpec, CmdlineError> {
+    Cmdline::parse(bytes).and_then(|c| c.root())
 }
 
 fn kernel_root(system: &System, expected: &Expected) -> Check {
     const CODE: &str = "kernel-root";
     let host = &system.host;
     let proc_path = host.proc("cmdline");
-    let kernel = match std::fs::read(&proc_path) {
-        Ok(bytes) => root_of(&bytes),
-        Err(err) => Err(format!("cannot read {}: {err}", proc_path.display())),
-    };
-    let kernel = match kernel {
-        Ok(spec) => spec,
-        Err(err) => return Check::fail(CODE, format!("the running kernel's root=: {err}")),
+    let kernel = match std::fs::read(&proc_path).map(|bytes| root_of(&bytes)) {
+        Ok(Ok(spec)) => spec,
+        Ok(Err(err)) => return Check::fail(CODE, format!("the running kernel's root=: {err}")),
+        Err(err) => {
+            return Check::fail(
+                CODE,
+                format!(
+                    "the running kernel's root=: cannot read {}: {err}",
+                    proc_path.display()
+                ),
+            )
+        }
     };
     let file = cmdline_in_use(system, expected);
-    let from_file = match std::fs::read(host.path(&file)) {
-        Ok(bytes) => root_of(&bytes),
-        Err(err) => Err(format!("cannot read it: {err}")),
+    let unreadable = |why: String| {
+        Check::fail(CODE, format!("{}: {why}", file.display()))
+            .hint("the firmware read this file at boot; restore it with `pimigrate rollback`")
     };
-    let from_file = match from_file {
-        Ok(spec) => spec,
-        Err(err) => {
-            return Check::fail(CODE, format!("{}: {err}", file.display()))
-                .hint("the firmware read this file at boot; restore it with `pimigrate rollback`")
-        }
+    let from_file = match std::fs::read(host.path(&file)).map(|bytes| root_of(&bytes)) {
+        Ok(Ok(spec)) => spec,
+        Ok(Err(err)) => return unreadable(err.to_string()),
+        Err(err) => return unreadable(format!("cannot read it: {err}")),
     };
     if kernel != from_file {
         return Check::fail(
