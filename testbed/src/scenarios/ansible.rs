@@ -18,18 +18,20 @@
 
 use super::fleet::{self, Fleet, JOB};
 use super::pimigrate_bin::TRIAL_SYSROOT;
+use super::setup::Rig;
 use super::PROBE;
-use crate::{fat, mbr, ImageSet, Pi};
+use crate::{fat, ImageSet};
 use anyhow::{ensure, Context, Result};
 use std::time::Duration;
 
 pub fn run(images: &ImageSet) -> Result<()> {
-    let mut pi = Pi::new("ansible")?;
+    let Rig {
+        mut pi,
+        sd,
+        sd_boot,
+    } = fleet::setup("ansible", images).build()?;
     // The first boot holds the whole first run: benchmark, copy, and all.
     pi.boot_limit = Duration::from_secs(60 * 60);
-    fleet::attach_disks(&mut pi, images)?;
-    let sd = pi.disk("sd")?.image.clone();
-    let sd_boot = mbr::partition_of(&sd, 1)?;
 
     let fleet = Fleet::prepare(&pi)?;
     let logs = pi.logs.clone();

@@ -21,7 +21,8 @@
 use super::facts;
 use super::fleet::{self, Fleet, JOB};
 use super::pimigrate_bin::TRIAL_SYSROOT;
-use crate::{fat, mbr, Bus, ImageSet, Pi};
+use super::setup::Rig;
+use crate::{fat, Bus, ImageSet};
 use anyhow::{ensure, Context, Result};
 use std::time::Duration;
 
@@ -41,13 +42,15 @@ fi
 "#;
 
 pub fn run(images: &ImageSet) -> Result<()> {
-    let mut pi = Pi::new("ansible-rollback")?;
+    let Rig {
+        mut pi,
+        sd,
+        sd_boot,
+    } = fleet::setup("ansible-rollback", images)
+        .blank("stick", Bus::UsbStorage, 64 << 20, "usb-flash")
+        .build()?;
     // The first boot holds the whole migration: benchmark, copy, and all.
     pi.boot_limit = Duration::from_secs(60 * 60);
-    fleet::attach_disks(&mut pi, images)?;
-    pi.attach_blank("stick", Bus::UsbStorage, 64 << 20, "usb-flash")?;
-    let sd = pi.disk("sd")?.image.clone();
-    let sd_boot = mbr::partition_of(&sd, 1)?;
     let scratch = pi.work.join("fat-scratch");
     let pristine = fat::snapshot(&sd, &sd_boot, &scratch)?;
     ensure!(

@@ -1,14 +1,16 @@
 //! Scenario (a): the SD card boots like a Pi's, and a USB SSD is visible.
 
+use super::setup::{Rig, Setup};
 use super::{expect_fact, facts, guest_disks, PROBE};
-use crate::{After, Bus, Ending, ImageSet, Pi};
+use crate::{After, Ending, ImageSet};
 use anyhow::{ensure, Result};
 
 /// Bookworm layout: boot partition at /boot/firmware.
 pub fn bookworm(images: &ImageSet) -> Result<()> {
-    let mut pi = Pi::new("sd-boot")?;
-    pi.insert_sd_copy(&images.bookworm, super::UNTIMED_SD)?;
-    pi.attach_blank("ssd", Bus::UsbUas, 8 << 30, "usb-ssd")?;
+    let Rig { mut pi, .. } = Setup::new("sd-boot", &images.bookworm)
+        .usb_ssd()
+        .without_pimigrate()
+        .build()?;
     let boot = pi.run(PROBE, After::PowerOff)?;
     ensure!(
         boot.spec.disk == "sd" && boot.spec.config_file == "config.txt",
@@ -57,8 +59,9 @@ pub fn bookworm(images: &ImageSet) -> Result<()> {
 
 /// Bullseye layout: the boot partition is /boot itself.
 pub fn bullseye(images: &ImageSet) -> Result<()> {
-    let mut pi = Pi::new("sd-boot-bullseye")?;
-    pi.insert_sd_copy(&images.bullseye, super::UNTIMED_SD)?;
+    let Rig { mut pi, .. } = Setup::new("sd-boot-bullseye", &images.bullseye)
+        .without_pimigrate()
+        .build()?;
     let boot = pi.run(PROBE, After::PowerOff)?;
     let f = facts(&boot.job_ok()?.stdout);
     expect_fact(&f, "root", "/dev/mmcblk0p2")?;

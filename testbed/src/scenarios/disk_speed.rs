@@ -3,8 +3,9 @@
 //! compare against: if the emulation does not deliver the table's figures,
 //! nothing measured on top of it means anything.
 
+use super::setup::{Rig, Setup};
 use crate::profiles::Profile;
-use crate::{After, Bus, ImageSet, Pi};
+use crate::{After, Bus, ImageSet};
 use anyhow::{bail, Context, Result};
 use std::fmt::Write as _;
 
@@ -118,11 +119,13 @@ fn judge(what: &str, got: f64, limit: Option<u64>, ceiling: f64) -> (String, boo
 }
 
 pub fn run(images: &ImageSet) -> Result<()> {
-    let mut pi = Pi::new("disk-speed")?;
-    pi.insert_sd_copy(&images.bookworm, "sd-a1")?;
-    for (name, bus, profile, size) in &DISKS[1..] {
-        pi.attach_blank(name, *bus, *size, profile)?;
+    let mut setup = Setup::new("disk-speed", &images.bookworm)
+        .sd_profile(DISKS[0].2)
+        .without_pimigrate();
+    for &(name, bus, profile, size) in &DISKS[1..] {
+        setup = setup.blank(name, bus, size, profile);
     }
+    let Rig { mut pi, .. } = setup.build()?;
     let boot = pi.run(&guest_script(), After::PowerOff)?;
     boot.job_ok()?;
 

@@ -3,6 +3,7 @@
 //! inventory carrying the playbook's variables, `ansible-playbook` runs
 //! with their recap, and commands in the guest over SSH.
 
+use super::setup::Setup;
 use super::{expect_fact, facts};
 use crate::live::Live;
 use crate::pi::target_dir;
@@ -27,17 +28,18 @@ echo "sshd=$(systemctl is-active ssh || true)"
 tryboot_flag=$(cat "$TESTBED/job/tryboot")
 "#;
 
-/// The disks of both fleet scenarios: the SD card (unthrottled, since
-/// nothing here is timed) and a blank NVMe drive. They test the playbook,
-/// not where the pick threshold falls, so the drive must be the pick beyond
-/// doubt: under emulation NVMe does about 9000 random 4K reads and 7800
-/// writes a second against the card's 780 and 260 (docs/testbed.md), more
-/// than ten times even on a loaded host, where a UAS SSD beside an A1 card
-/// once measured 2.0x, the threshold itself, and nothing was picked.
-pub fn attach_disks(pi: &mut Pi, images: &ImageSet) -> Result<()> {
-    pi.insert_sd_copy(&images.bookworm, super::UNTIMED_SD)?;
-    pi.attach_blank("nvme", Bus::Nvme, 8 << 30, "nvme")?;
-    Ok(())
+/// The Pi of both fleet scenarios: the SD card (unthrottled, since nothing
+/// here is timed) and a blank NVMe drive; the playbook installs pimigrate.
+/// They test the playbook, not where the pick threshold falls, so the drive
+/// must be the pick beyond doubt: under emulation NVMe does about 9000
+/// random 4K reads and 7800 writes a second against the card's 780 and 260
+/// (docs/testbed.md), more than ten times even on a loaded host, where a
+/// UAS SSD beside an A1 card once measured 2.0x, the threshold itself, and
+/// nothing was picked.
+pub fn setup(name: &str, images: &ImageSet) -> Setup {
+    Setup::new(name, &images.bookworm)
+        .blank("nvme", Bus::Nvme, 8 << 30, "nvme")
+        .without_pimigrate()
 }
 
 /// Longest one playbook run may take (a migration under emulation, with a

@@ -3,39 +3,28 @@
 //! the SSD's FAT partition, root is the SSD's partition 2, `/boot/firmware`
 //! its partition 1, and `verify` passes.
 
-use super::pimigrate_bin::{self, IDS_UNIQUE, JOURNAL_FACTS};
+use super::pimigrate_bin::{self, IDS_UNIQUE};
+use super::setup::{fact, migrate, Rig, Setup};
 use super::{expect_fact, facts, PROBE};
 use crate::mbr::{self, Mbr};
-use crate::{fat, After, Bus, Ending, ImageSet, Pi};
+use crate::{fat, After, ImageSet};
 use anyhow::{ensure, Context, Result};
 
 pub fn run(images: &ImageSet) -> Result<()> {
-    let mut pi = Pi::new("migrate-full")?;
-    pi.insert_sd_copy(&images.bookworm, super::UNTIMED_SD)?;
-    pi.attach_blank("ssd", Bus::UsbUas, 8 << 30, "usb-ssd")?;
-    pimigrate_bin::place(&pi)?;
+    let Rig { mut pi, .. } = Setup::new("migrate-full", &images.bookworm)
+        .usb_ssd()
+        .build()?;
     let ssd = pi.disk("ssd")?.image.clone();
 
-    let job = format!(
-        "{}\npimigrate migrate --target \"$target\" --yes --layout full --table mbr\n{JOURNAL_FACTS}",
-        pimigrate_bin::find_disk("TB-SSD")
-    );
-    let first = pi.run(&job, After::PowerOff)?;
-    let f = facts(&first.job_ok()?.stdout);
-    ensure!(
-        first.record.ending == Ending::PowerOff,
-        "the guest did not power off after migrating: {:?}",
-        first.record.ending
-    );
-    let disk_id = f.get("plan_disk_id").context("no plan_disk_id")?.clone();
-    let root_partuuid = f
-        .get("plan_root_partuuid")
-        .context("no plan_root_partuuid")?
-        .clone();
-    let boot_partuuid = f
-        .get("plan_boot_partuuid")
-        .context("no plan_boot_partuuid")?
-        .clone();
+    let f = migrate(
+        &mut pi,
+        "TB-SSD",
+        "--layout full --table mbr",
+        After::PowerOff,
+    )?;
+    let disk_id = fact(&f, "plan_disk_id")?;
+    let root_partuuid = fact(&f, "plan_root_partuuid")?;
+    let boot_partuuid = fact(&f, "plan_boot_partuuid")?;
     ensure!(
         boot_partuuid == format!("{disk_id}-01") && root_partuuid == format!("{disk_id}-02"),
         "the plan's boot/root PARTUUIDs are {boot_partuuid}/{root_partuuid} on disk {disk_id}"

@@ -3,35 +3,27 @@
 //! migrated system and a reboot back onto the SD card, whose `cmdline.txt`
 //! must be byte-identical to the pristine one.
 
-use super::pimigrate_bin::{self, IDS_UNIQUE, JOURNAL_FACTS};
+use super::pimigrate_bin::{self, IDS_UNIQUE};
+use super::setup::{fact, migrate, Rig, Setup};
 use super::{expect_fact, facts, PROBE};
-use crate::mbr::{self, Mbr};
-use crate::{fat, inspect, After, Ending, ImageSet, Pi};
+use crate::mbr::Mbr;
+use crate::{fat, inspect, After, ImageSet};
 use anyhow::{ensure, Context, Result};
 
 pub fn run(images: &ImageSet) -> Result<()> {
-    let mut pi = Pi::new("migrate-root-only")?;
-    pi.insert_sd_copy(&images.bookworm, super::UNTIMED_SD)?;
-    pi.attach_blank("ssd", crate::Bus::UsbUas, 8 << 30, "usb-ssd")?;
-    pimigrate_bin::place(&pi)?;
-    let sd = pi.disk("sd")?.image.clone();
+    let Rig {
+        mut pi,
+        sd,
+        sd_boot,
+    } = Setup::new("migrate-root-only", &images.bookworm)
+        .usb_ssd()
+        .build()?;
     let ssd = pi.disk("ssd")?.image.clone();
-    let sd_boot = mbr::partition_of(&sd, 1)?;
     let pristine = fat::read(&sd, &sd_boot, "cmdline.txt")?
         .context("the pristine SD card has no cmdline.txt")?;
 
     // Boot 1: migrate, then reboot onto the SSD.
-    let job = format!(
-        "{}\npimigrate migrate --target \"$target\" --yes --no-trial --table mbr\n{JOURNAL_FACTS}",
-        pimigrate_bin::find_disk("TB-SSD")
-    );
-    let first = pi.run(&job, After::Reboot)?;
-    let f = facts(&first.job_ok()?.stdout);
-    ensure!(
-        first.record.ending == Ending::Reboot,
-        "the guest did not reboot after migrating: {:?}",
-        first.record.ending
-    );
+    let f = migrate(&mut pi, "TB-SSD", "--no-trial --table mbr", After::Reboot)?;
     // The plan's scan of the live root counted what `find -xdev` sees
     // (a scan that stopped at the first mount point once planned a root
     // of 4 KiB, and its space check could not refuse a small disk).
@@ -46,11 +38,8 @@ pub fn run(images: &ImageSet) -> Result<()> {
         planned * 10 >= found * 9 && found > 1000,
         "the plan counted {planned} files of the live root; find -xdev counts {found}"
     );
-    let disk_id = f.get("plan_disk_id").context("no plan_disk_id")?.clone();
-    let root_partuuid = f
-        .get("plan_root_partuuid")
-        .context("no plan_root_partuuid")?
-        .clone();
+    let disk_id = fact(&f, "plan_disk_id")?;
+    let root_partuuid = fact(&f, "plan_root_partuuid")?;
     ensure!(
         root_partuuid == format!("{disk_id}-01"),
         "the plan's root PARTUUID {root_partuuid} is not partition 1 of disk {disk_id}"

@@ -8,36 +8,29 @@
 //! tree whose every entry links to the running system's, plus the one
 //! device-tree file the firmware would have made.
 
-use super::pimigrate_bin::{self, JOURNAL_FACTS, ROOT_PARTUUID, TRIAL_SYSROOT};
+use super::pimigrate_bin::{ROOT_PARTUUID, TRIAL_SYSROOT};
+use super::setup::{fact, migrate, Rig, Setup};
 use super::{expect_fact, facts, PROBE};
-use crate::mbr;
-use crate::{fat, After, Bus, Ending, ImageSet, Pi};
+use crate::{fat, After, Bus, ImageSet};
 use anyhow::{ensure, Context, Result};
 
 pub fn run(images: &ImageSet) -> Result<()> {
-    let mut pi = Pi::new("migrate-trial")?;
-    pi.insert_sd_copy(&images.bookworm, super::UNTIMED_SD)?;
-    pi.attach_blank("nvme", Bus::Nvme, 8 << 30, "nvme")?;
-    pimigrate_bin::place(&pi)?;
-    let sd = pi.disk("sd")?.image.clone();
-    let sd_boot = mbr::partition_of(&sd, 1)?;
+    let Rig {
+        mut pi,
+        sd,
+        sd_boot,
+    } = Setup::new("migrate-trial", &images.bookworm)
+        .blank("nvme", Bus::Nvme, 8 << 30, "nvme")
+        .build()?;
 
     // Boot 1: migrate with a trial; the agent reboots into it.
-    let job = format!(
-        "{}\npimigrate migrate --target \"$target\" --yes --table gpt --trial always\n{JOURNAL_FACTS}",
-        pimigrate_bin::find_disk("TB-NVME")
-    );
-    let first = pi.run(&job, After::Tryboot)?;
-    let f = facts(&first.job_ok()?.stdout);
-    ensure!(
-        first.record.ending == Ending::TrybootReboot,
-        "no trial reboot after migrating: {:?}",
-        first.record.ending
-    );
-    let root_partuuid = f
-        .get("plan_root_partuuid")
-        .context("no plan_root_partuuid")?
-        .to_lowercase();
+    let f = migrate(
+        &mut pi,
+        "TB-NVME",
+        "--table gpt --trial always",
+        After::Tryboot,
+    )?;
+    let root_partuuid = fact(&f, "plan_root_partuuid")?.to_lowercase();
     ensure!(
         root_partuuid.len() == 36,
         "the plan's root PARTUUID {root_partuuid:?} is not a GPT partition GUID"

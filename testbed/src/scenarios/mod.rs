@@ -20,6 +20,7 @@ mod migrate_trial;
 mod pimigrate_bin;
 mod recommend;
 mod reference_migration;
+mod setup;
 mod trial_fails;
 mod tryboot;
 mod unplug_mid_copy;

@@ -6,6 +6,7 @@
 //! binding limit (50, within 15 %, as issue 4 asks; see docs/testbed.md).
 
 use super::pimigrate_bin;
+use super::setup::{Rig, Setup};
 use crate::{After, Boot, Bus, ImageSet, Pi};
 use anyhow::{bail, ensure, Context, Result};
 use serde_json::Value;
@@ -37,11 +38,11 @@ pimigrate recommend --json --quick --runtime 5 > "$TESTBED/out/recommend.json"
 "#;
 
 pub fn run(images: &ImageSet) -> Result<()> {
-    let mut pi = Pi::new("recommend")?;
-    pi.insert_sd_copy(&images.bookworm, "sd-a1")?;
-    pi.attach_blank("flash", Bus::UsbStorage, 4 << 30, "usb-flash")?;
-    pi.attach_blank("ssd", Bus::UsbUas, 8 << 30, "usb-ssd")?;
-    pimigrate_bin::place(&pi)?;
+    let Rig { mut pi, .. } = Setup::new("recommend", &images.bookworm)
+        .sd_profile("sd-a1")
+        .blank("flash", Bus::UsbStorage, 4 << 30, "usb-flash")
+        .usb_ssd()
+        .build()?;
 
     let boot = run_job(&mut pi)?;
     let f = super::facts(&boot.job_ok()?.stdout);

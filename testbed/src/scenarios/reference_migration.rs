@@ -3,10 +3,11 @@
 //! a root-only move (the boot partition stays on the SD card, as on a Pi
 //! that cannot boot from USB), root on the SSD's only partition, sda1.
 
+use super::setup::{Rig, Setup};
 use super::{expect_fact, facts, PROBE};
 use crate::inspect;
 use crate::mbr::Mbr;
-use crate::{After, Bus, Ending, ImageSet, Pi};
+use crate::{After, Ending, ImageSet};
 use anyhow::{ensure, Context, Result};
 
 /// A fresh signature for the SSD (never the SD card's, see PI-FACTS.md on
@@ -47,9 +48,10 @@ sync
 "#;
 
 pub fn run(images: &ImageSet) -> Result<()> {
-    let mut pi = Pi::new("reference-migration")?;
-    pi.insert_sd_copy(&images.bookworm, super::UNTIMED_SD)?;
-    pi.attach_blank("ssd", Bus::UsbUas, 8 << 30, "usb-ssd")?;
+    let Rig { mut pi, .. } = Setup::new("reference-migration", &images.bookworm)
+        .usb_ssd()
+        .without_pimigrate()
+        .build()?;
 
     let first = pi.run(&migrate_script(&images.bookworm_signature), After::Reboot)?;
     first.job_ok()?;

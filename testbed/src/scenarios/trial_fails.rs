@@ -11,9 +11,9 @@
 //! how to roll back; `rollback` leaves the SD's boot partition holding
 //! exactly what it held before the migration, and a last boot confirms it.
 
-use super::pimigrate_bin::{self, JOURNAL_FACTS};
+use super::setup::{fact, migrate, Rig, Setup};
 use super::{expect_fact, facts, PROBE};
-use crate::{fat, mbr, After, Bus, Ending, ImageSet, Pi};
+use crate::{fat, After, Ending, ImageSet};
 use anyhow::{ensure, Context, Result};
 
 /// What the initramfs prints when the root device never shows up (Debian's
@@ -25,12 +25,13 @@ const GAVE_UP: [&str; 3] = [
 ];
 
 pub fn run(images: &ImageSet) -> Result<()> {
-    let mut pi = Pi::new("trial-fails")?;
-    pi.insert_sd_copy(&images.bookworm, super::UNTIMED_SD)?;
-    pi.attach_blank("ssd", Bus::UsbUas, 8 << 30, "usb-ssd")?;
-    pimigrate_bin::place(&pi)?;
-    let sd = pi.disk("sd")?.image.clone();
-    let sd_boot = mbr::partition_of(&sd, 1)?;
+    let Rig {
+        mut pi,
+        sd,
+        sd_boot,
+    } = Setup::new("trial-fails", &images.bookworm)
+        .usb_ssd()
+        .build()?;
     let scratch = pi.work.join("fat-snapshot");
     let pristine = fat::snapshot(&sd, &sd_boot, &scratch)?;
     let pristine_cmdline = pristine
@@ -39,21 +40,13 @@ pub fn run(images: &ImageSet) -> Result<()> {
         .clone();
 
     // Boot 1: migrate with a trial; the agent reboots into it.
-    let job = format!(
-        "{}\npimigrate migrate --target \"$target\" --yes --table mbr --trial always\n{JOURNAL_FACTS}",
-        pimigrate_bin::find_disk("TB-SSD")
-    );
-    let first = pi.run(&job, After::Tryboot)?;
-    let f = facts(&first.job_ok()?.stdout);
-    ensure!(
-        first.record.ending == Ending::TrybootReboot,
-        "no trial reboot after migrating: {:?}",
-        first.record.ending
-    );
-    let root_partuuid = f
-        .get("plan_root_partuuid")
-        .context("no plan_root_partuuid")?
-        .clone();
+    let f = migrate(
+        &mut pi,
+        "TB-SSD",
+        "--table mbr --trial always",
+        After::Tryboot,
+    )?;
+    let root_partuuid = fact(&f, "plan_root_partuuid")?;
     let trial_files = fat::snapshot(&sd, &sd_boot, &scratch)?;
     ensure!(
         trial_files.get("cmdline.txt") == Some(&pristine_cmdline),

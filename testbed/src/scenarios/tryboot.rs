@@ -3,8 +3,9 @@
 //! (whose `[tryboot]` section names another command line); a power cut
 //! during that boot must bring back the normal config.txt, as on a Pi.
 
+use super::setup::{Rig, Setup};
 use super::{expect_fact, facts, PROBE};
-use crate::{After, Ending, ImageSet, Pi};
+use crate::{After, Ending, ImageSet};
 use anyhow::{ensure, Result};
 
 const MARK: &str = "testbed.trial=1";
@@ -22,8 +23,9 @@ sync
 }
 
 pub fn run(images: &ImageSet) -> Result<()> {
-    let mut pi = Pi::new("tryboot")?;
-    pi.insert_sd_copy(&images.bookworm, super::UNTIMED_SD)?;
+    let Rig { mut pi, .. } = Setup::new("tryboot", &images.bookworm)
+        .without_pimigrate()
+        .build()?;
 
     let first = pi.run(&prepare(), After::Tryboot)?;
     first.job_ok()?;

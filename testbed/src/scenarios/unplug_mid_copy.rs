@@ -8,8 +8,9 @@
 //! then boots on the SSD.
 
 use super::pimigrate_bin::{self, JOURNAL_FACTS};
+use super::setup::{fact, Rig, Setup};
 use super::{expect_fact, facts, PROBE};
-use crate::{fat, mbr, After, Bus, Ending, ImageSet, Pi};
+use crate::{fat, After, Ending, ImageSet};
 use anyhow::{ensure, Context, Result};
 use std::time::{Duration, Instant};
 
@@ -29,13 +30,14 @@ echo "mounts_left=$(findmnt -rn -o TARGET | grep -c '^/run/pimigrate' || true)"
 "#;
 
 pub fn run(images: &ImageSet) -> Result<()> {
-    let mut pi = Pi::new("unplug-mid-copy")?;
-    pi.insert_sd_copy(&images.bookworm, super::UNTIMED_SD)?;
-    pi.attach_blank("ssd", Bus::UsbUas, 8 << 30, "usb-ssd")?;
-    pimigrate_bin::place(&pi)?;
+    let Rig {
+        mut pi,
+        sd,
+        sd_boot,
+    } = Setup::new("unplug-mid-copy", &images.bookworm)
+        .usb_ssd()
+        .build()?;
     let unplug = pi.prepare_unplug("ssd")?;
-    let sd = pi.disk("sd")?.image.clone();
-    let sd_boot = mbr::partition_of(&sd, 1)?;
     let scratch = pi.work.join("fat-snapshot");
     let pristine = fat::snapshot(&sd, &sd_boot, &scratch)?;
 
@@ -82,7 +84,7 @@ set -e
         first.record.ending
     );
     let f = facts(&out.stdout);
-    let target = f.get("target").context("no target")?.clone();
+    let target = fact(&f, "target")?;
     let status = f.get("migrate_status").context("no migrate_status")?;
     ensure!(
         status != "0" && status != "124",
@@ -124,10 +126,7 @@ set -e
     let f = facts(&out.stdout);
     expect_fact(&f, "root", "/dev/mmcblk0p2")?;
     expect_fact(&f, "boot_firmware", "/dev/mmcblk0p1")?;
-    let root_partuuid = f
-        .get("plan_root_partuuid")
-        .context("no plan_root_partuuid")?
-        .clone();
+    let root_partuuid = fact(&f, "plan_root_partuuid")?;
 
     // Boot 3: on the SSD's root, which verify accepts.
     let check =

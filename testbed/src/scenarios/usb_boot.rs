@@ -1,13 +1,15 @@
 //! The firmware's boot order: with the SD card removed, a Pi 4 boots the USB
 //! SSD's first FAT partition (what a full move relies on).
 
+use super::setup::{Rig, Setup};
 use super::{expect_fact, facts, PROBE};
-use crate::{After, Bus, Disk, Ending, ImageSet, Pi};
+use crate::{After, Bus, Disk, Ending, ImageSet};
 use anyhow::{ensure, Result};
 
 pub fn run(images: &ImageSet) -> Result<()> {
-    let mut pi = Pi::new("usb-boot")?;
-    pi.insert_sd_copy(&images.bookworm, super::UNTIMED_SD)?;
+    let Rig { mut pi, .. } = Setup::new("usb-boot", &images.bookworm)
+        .without_pimigrate()
+        .build()?;
     let ssd_image = pi.work.join("ssd.img");
     pi.attach(Disk::copy_of(
         &images.bookworm,

@@ -10,9 +10,10 @@
 //! `<run>.transcript.txt`, the whole scrollback), for a reviewer to read.
 
 use super::pimigrate_bin::{self, JOURNAL_FACTS};
+use super::setup::{fact, Rig, Setup};
 use super::{expect_fact, facts, PROBE};
 use crate::mbr::Mbr;
-use crate::{After, Bus, Ending, ImageSet, Pi};
+use crate::{After, Ending, ImageSet, Pi};
 use anyhow::{ensure, Context, Result};
 use std::collections::BTreeMap;
 use std::fs;
@@ -81,10 +82,9 @@ term_stop
 "#;
 
 pub fn run(images: &ImageSet) -> Result<()> {
-    let mut pi = Pi::new("wizard-pty")?;
-    pi.insert_sd_copy(&images.bookworm, super::UNTIMED_SD)?;
-    pi.attach_blank("ssd", Bus::UsbUas, 8 << 30, "usb-ssd")?;
-    pimigrate_bin::place(&pi)?;
+    let Rig { mut pi, .. } = Setup::new("wizard-pty", &images.bookworm)
+        .usb_ssd()
+        .build()?;
     pi.share().place_file("wizard_pty.sh", DRIVER.as_bytes())?;
     let ssd = pi.disk("ssd")?.image.clone();
     let find = pimigrate_bin::find_disk("TB-SSD");
@@ -97,7 +97,7 @@ pub fn run(images: &ImageSet) -> Result<()> {
     let screens = keep_screens(&pi, "1-ctrl-c")?;
     let out = first.job_ok()?;
     let f = facts(&out.stdout);
-    let target = f.get("target").context("no target")?.clone();
+    let target = fact(&f, "target")?;
     let name = target.trim_start_matches("/dev/");
     let transcript = screen(&screens, "1-ctrl-c.transcript.txt")?;
     expect_fact(&f, "status", "130").with_context(|| transcript.to_string())?;
@@ -138,10 +138,7 @@ pub fn run(images: &ImageSet) -> Result<()> {
         second.record.ending
     );
     plan_is_shown(transcript, &target)?;
-    let root_partuuid = f
-        .get("plan_root_partuuid")
-        .context("no plan_root_partuuid")?
-        .clone();
+    let root_partuuid = fact(&f, "plan_root_partuuid")?;
     ensure!(
         transcript.contains(&format!("+PARTUUID={root_partuuid}")),
         "the plan shown did not name the new root PARTUUID={root_partuuid} that the journal \

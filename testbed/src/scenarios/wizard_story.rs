@@ -14,8 +14,9 @@
 //! are kept in the log folder (`recommendation.txt`, `before-after.txt`).
 
 use super::pimigrate_bin::{self, JOURNAL_FACTS, ROOT_PARTUUID, TRIAL_SYSROOT};
+use super::setup::{fact, Rig, Setup};
 use super::{expect_fact, facts, PROBE};
-use crate::{fat, mbr, After, Boot, Bus, Ending, ImageSet, Pi};
+use crate::{fat, After, Boot, Bus, Ending, ImageSet, Pi};
 use anyhow::{ensure, Context, Result};
 use serde_json::Value;
 use std::fs;
@@ -98,13 +99,15 @@ pimigrate verify --json --quick > "$TESTBED/out/verify.json"
 }
 
 pub fn run(images: &ImageSet) -> Result<()> {
-    let mut pi = Pi::new(NAME)?;
-    pi.insert_sd_copy(&images.bookworm, "sd-a1")?;
-    pi.attach_blank("flash", Bus::UsbStorage, 4 << 30, "usb-flash")?;
-    pi.attach_blank("ssd", Bus::UsbUas, 8 << 30, "usb-ssd")?;
-    pimigrate_bin::place(&pi)?;
-    let sd = pi.disk("sd")?.image.clone();
-    let sd_boot = mbr::partition_of(&sd, 1)?;
+    let Rig {
+        mut pi,
+        sd,
+        sd_boot,
+    } = Setup::new(NAME, &images.bookworm)
+        .sd_profile("sd-a1")
+        .blank("flash", Bus::UsbStorage, 4 << 30, "usb-flash")
+        .usb_ssd()
+        .build()?;
     let pristine_cmdline =
         fat::read(&sd, &sd_boot, "cmdline.txt")?.context("the SD card has no cmdline.txt")?;
 
@@ -117,18 +120,15 @@ pub fn run(images: &ImageSet) -> Result<()> {
         "no trial reboot after the wizard: {:?}",
         first.record.ending
     );
-    let ssd = f.get("ssd").context("no ssd path")?.clone();
-    let flash = f.get("flash").context("no flash path")?.clone();
-    let root_partuuid = f
-        .get("plan_root_partuuid")
-        .context("no plan_root_partuuid")?
-        .to_lowercase();
+    let ssd = fact(&f, "ssd")?;
+    let flash = fact(&f, "flash")?;
+    let root_partuuid = fact(&f, "plan_root_partuuid")?.to_lowercase();
     let trial_cmdline = f
         .get("plan_trial_cmdline")
         .filter(|v| !v.is_empty())
         .context("the wizard's plan has no trial boot")?
         .clone();
-    let tryboot = f.get("plan_tryboot").context("no plan_tryboot")?.clone();
+    let tryboot = fact(&f, "plan_tryboot")?;
     check_recommendation(&pi, &ssd, &flash)?;
     keep_recommendation_text(&pi)?;
     ensure!(
