@@ -18,7 +18,7 @@
 #   sudo ./scripts/test.sh --no-testbed    steps 1 to 4 only
 #
 # It ends with a time table, every phase and every testbed scenario with
-# its seconds (also kept in target/test-times.tsv, from which
+# its wall and CPU seconds (also kept in target/test-times.tsv, from which
 # scripts/times-doc.sh rewrites docs/testbed.md's Times section), and the
 # line that counts every test: `all tests: N passed, N failed`.
 set -uo pipefail
@@ -59,8 +59,9 @@ fi
 
 target_dir=${CARGO_TARGET_DIR:-$PWD/target}
 mkdir -p "$target_dir"
-# One row a phase: name, seconds, ok/FAILED. The testbed adds a row per
-# scenario (PI_TESTBED_TIMES).
+# One row a phase: name, wall seconds, ok/FAILED, CPU seconds. The testbed
+# adds a row per scenario (PI_TESTBED_TIMES), whose CPU seconds are its
+# guests' (QEMU's).
 times=$target_dir/test-times.tsv
 printf '# %s, commit %s, %s cores, %s, CI=%s\n' "$(date -u '+%F %H:%M UTC')" \
     "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" "$(nproc)" \
@@ -72,15 +73,29 @@ passed=0 failed=0
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 
-# phase NAME COMMAND...: runs a step, recording its seconds and outcome.
+# cpu_now: sets $cpu to the CPU seconds (user and system) this shell's
+# finished children used so far. `times` must run in this shell, not in a
+# command substitution: a forked shell starts its children's count at 0.
+cpu_now() {
+    times >"$logs/times.$BASHPID"
+    cpu=$(awk 'NR == 2 { for (i = 1; i <= 2; i++) { split($i, t, /[ms]/); s += t[1] * 60 + t[2] }
+        printf "%d\n", s }' "$logs/times.$BASHPID")
+}
+
+# phase NAME COMMAND...: runs a step, recording its wall seconds, outcome
+# and CPU seconds: on a shared 2-core machine a step can take longer only
+# because its neighbours were busy; the CPU column shows which one grew.
 phase() {
-    local name=$1 started=$SECONDS status
+    local name=$1 started=$SECONDS status cpu cpu_before
     shift
     say "$name"
+    cpu_now
+    cpu_before=$cpu
     "$@"
     status=$?
-    printf '%s\t%s\t%s\n' "$name" $((SECONDS - started)) \
-        "$([[ $status == 0 ]] && echo ok || echo FAILED)" >>"$times"
+    cpu_now
+    printf '%s\t%s\t%s\t%s\n' "$name" $((SECONDS - started)) \
+        "$([[ $status == 0 ]] && echo ok || echo FAILED)" $((cpu - cpu_before)) >>"$times"
     return "$status"
 }
 
@@ -177,11 +192,14 @@ count_testbed() {
 
 # The table of every phase and scenario.
 time_table() {
-    printf '%s\t%s\t%s\n' "whole run" $((SECONDS - run_started)) \
-        "$([[ $failed == 0 ]] && echo ok || echo FAILED)" >>"$times"
+    local cpu
+    cpu_now
+    printf '%s\t%s\t%s\t%s\n' "whole run" $((SECONDS - run_started)) \
+        "$([[ $failed == 0 ]] && echo ok || echo FAILED)" "$cpu" >>"$times"
     echo
-    echo "time table, seconds (scenarios marked * ran beside another; $times)"
-    grep -v '^#' "$times" | awk -F'\t' '{ printf "  %-58s %6s  %s\n", $1, $2, $3 }'
+    echo "time table (scenarios marked * ran beside another; $times)"
+    printf '  %-58s %6s %6s\n' "" "wall s" "CPU s"
+    grep -v '^#' "$times" | awk -F'\t' '{ printf "  %-58s %6s %6s  %s\n", $1, $2, ($4 == "" ? "-" : $4), $3 }'
 }
 
 # Steps 1 and 2.

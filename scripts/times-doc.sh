@@ -23,13 +23,15 @@ trap 'rm -f "$table"' EXIT
     echo "One run of \`scripts/test.sh\`: ${header:-no header recorded}."
     echo "Scenarios marked \\* ran beside another one (\`PI_TESTBED_JOBS\`)."
     echo
-    echo "| phase | seconds | result |"
-    echo "| --- | ---: | --- |"
+    echo "Wall seconds, and the CPU seconds of the step (of a scenario: its guests' QEMU processes)."
+    echo
+    echo "| phase | wall s | CPU s | result |"
+    echo "| --- | ---: | ---: | --- |"
     grep -v '^#' "$tsv" | awk -F'\t' '{
         name = $1; sub(/^ +/, "", name)
         if ($1 ~ /^ +/) name = "&nbsp;&nbsp;" name
         gsub(/\*/, "\\*", name)
-        printf "| %s | %s | %s |\n", name, $2, $3
+        printf "| %s | %s | %s | %s |\n", name, $2, ($4 == "" ? "-" : $4), $3
     }'
 } >"$table"
 

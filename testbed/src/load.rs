@@ -99,6 +99,35 @@ pub fn proc_times(stat: &str) -> Option<[u64; 4]> {
     Some(times)
 }
 
+/// Clock ticks (as in /proc/PID/stat) as a duration.
+pub fn ticks_to_duration(ticks: u64) -> std::time::Duration {
+    std::time::Duration::from_secs_f64(ticks as f64 / ticks_per_second() as f64)
+}
+
+/// The CPU time each scenario's guests used, by scenario (a Pi is named
+/// after its scenario), for the time table: wall time alone hides whether a
+/// scenario grew or only had busier neighbours.
+static GUEST_CPU: std::sync::Mutex<Vec<(String, std::time::Duration)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Adds one boot's QEMU CPU time to `scenario`'s total.
+pub fn add_guest_cpu(scenario: &str, cpu: std::time::Duration) {
+    let mut totals = GUEST_CPU.lock().unwrap_or_else(|e| e.into_inner());
+    match totals.iter_mut().find(|(name, _)| name == scenario) {
+        Some((_, total)) => *total += cpu,
+        None => totals.push((scenario.to_string(), cpu)),
+    }
+}
+
+/// The CPU time `scenario`'s guests used so far.
+pub fn guest_cpu(scenario: &str) -> std::time::Duration {
+    let totals = GUEST_CPU.lock().unwrap_or_else(|e| e.into_inner());
+    totals
+        .iter()
+        .find(|(name, _)| name == scenario)
+        .map_or(std::time::Duration::ZERO, |(_, cpu)| *cpu)
+}
+
 fn ticks_per_second() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };

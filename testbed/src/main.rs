@@ -80,6 +80,7 @@ fn run(names: &[String], lane: Option<bool>) -> Result<i32> {
     times.record(
         "testbed: image (build, or the cached one)",
         t.elapsed(),
+        None,
         true,
     );
 
@@ -174,6 +175,7 @@ fn run_one(s: &Scenario, images: &ImageSet, times: &Times, parallel: bool) -> bo
     times.record(
         &format!("  scenario {}{mark}", s.name),
         elapsed,
+        Some(load::guest_cpu(s.name)),
         result.is_ok(),
     );
     if let Err(e) = clear_work(s.name) {
@@ -226,7 +228,8 @@ fn attempt(s: &Scenario, images: &ImageSet) -> (Result<()>, Option<f64>) {
 }
 
 /// The rows this run adds to the time table of `scripts/test.sh`
-/// (`PI_TESTBED_TIMES`: name, seconds, ok or FAILED); nothing when unset.
+/// (`PI_TESTBED_TIMES`: name, seconds, ok or FAILED, and the CPU seconds its
+/// guests used, or `-`); nothing when unset.
 struct Times(Option<Mutex<std::fs::File>>);
 
 impl Times {
@@ -242,10 +245,11 @@ impl Times {
         Times(file.map(Mutex::new))
     }
 
-    fn record(&self, name: &str, elapsed: Duration, ok: bool) {
+    fn record(&self, name: &str, elapsed: Duration, cpu: Option<Duration>, ok: bool) {
         let Some(file) = &self.0 else { return };
         let verdict = if ok { "ok" } else { "FAILED" };
-        let row = format!("{name}\t{}\t{verdict}\n", elapsed.as_secs());
+        let cpu = cpu.map_or("-".to_string(), |c| c.as_secs().to_string());
+        let row = format!("{name}\t{}\t{verdict}\t{cpu}\n", elapsed.as_secs());
         if let Err(e) = file
             .lock()
             .expect("time table lock")

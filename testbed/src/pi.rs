@@ -284,6 +284,7 @@ impl Pi {
         )?;
         let share = self.share.clone();
         let record = running.wait(self.boot_limit, |console| until(&share, console))?;
+        crate::load::add_guest_cpu(&self.name, record.cpu);
         if record.ending == Ending::TrybootReboot {
             self.tryboot_next = true;
         }

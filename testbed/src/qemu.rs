@@ -61,6 +61,9 @@ pub struct BootRecord {
     pub ending: Ending,
     pub serial_log: PathBuf,
     pub elapsed: Duration,
+    /// The CPU time QEMU used (user and system), to within the half
+    /// second between two looks at it.
+    pub cpu: Duration,
 }
 
 impl BootRecord {
@@ -181,6 +184,9 @@ impl Running {
     ) -> Result<BootRecord> {
         let mut progress = Progress::new(self.child.id());
         loop {
+            // Read QEMU's CPU time before asking whether it exited: once it
+            // is reaped, /proc no longer has it.
+            let stalled = progress.stalled();
             if let Some(status) = self.child.try_wait().context("cannot wait for qemu")? {
                 let console = self.console();
                 let ending = classify(&console);
@@ -192,13 +198,13 @@ impl Running {
                         self.serial_log.display()
                     );
                 }
-                return Ok(self.record(ending));
+                return Ok(self.record(ending, progress.cpu()));
             }
             if self.started.elapsed() > limit || until(&self.console()) {
                 self.kill()?;
-                return Ok(self.record(Ending::Killed));
+                return Ok(self.record(Ending::Killed, progress.cpu()));
             }
-            if let Some(stalled) = progress.stalled() {
+            if let Some(stalled) = stalled {
                 self.kill()?;
                 bail!(
                     "{EMULATOR_STALLED}: QEMU used no CPU time for {stalled:.0?}, so the guest was \
@@ -217,11 +223,12 @@ impl Running {
         Ok(())
     }
 
-    fn record(&self, ending: Ending) -> BootRecord {
+    fn record(&self, ending: Ending, cpu: Duration) -> BootRecord {
         BootRecord {
             ending,
             serial_log: self.serial_log.clone(),
             elapsed: self.started.elapsed(),
+            cpu,
         }
     }
 }
@@ -260,6 +267,11 @@ impl Progress {
             return None;
         }
         Some(self.since.elapsed()).filter(|d| *d > STALL_LIMIT)
+    }
+
+    /// The CPU time seen at the last look.
+    fn cpu(&self) -> Duration {
+        crate::load::ticks_to_duration(self.ticks.unwrap_or(0))
     }
 }
 
