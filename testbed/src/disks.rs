@@ -133,8 +133,9 @@ impl Disk {
         // cache=writeback keeps guest flushes meaningful: killing QEMU loses
         // only what the guest had not written to its "disk" yet, as a power cut.
         let drive = format!(
-            "if=none,id={id},file={},format=raw,cache=writeback,aio=threads{}",
+            "if=none,id={id},file={},format=raw,cache=writeback,aio={}{}",
             self.image.display(),
+            self.profile.aio(),
             self.profile.drive_options(self.bus.request_size())
         );
         let serial = format!("TB-{}", self.name.to_uppercase());
