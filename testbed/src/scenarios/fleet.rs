@@ -165,6 +165,10 @@ impl Fleet {
             .env("ANSIBLE_HOST_KEY_CHECKING", "False")
             .env("ANSIBLE_RETRY_FILES_ENABLED", "False")
             .env("ANSIBLE_TIMEOUT", "60")
+            // One SSH command a task instead of four (temp folder, copy of
+            // the module, chmod, run), each a shell started in the
+            // emulated guest; as a fleet on slow Pis would set it.
+            .env("ANSIBLE_PIPELINING", "True")
             .output()
             .context("cannot run ansible-playbook")?;
         let text = format!(
