@@ -3,6 +3,7 @@
 
 use crate::cmd;
 use crate::profiles::Profile;
+use crate::qemu::IoEngine;
 use anyhow::{ensure, Context, Result};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -128,14 +129,14 @@ impl Disk {
     /// The QEMU arguments for this disk; the controllers it hangs off come
     /// from [`controller_args`]. Guests find the disk by its serial
     /// `TB-<NAME>` (`lsblk -o NAME,SERIAL`), not by its kernel name.
-    pub fn qemu_args(&self) -> Vec<String> {
+    pub fn qemu_args(&self, io_engine: IoEngine) -> Vec<String> {
         let id = format!("drv-{}", self.name);
         // cache=writeback keeps guest flushes meaningful: killing QEMU loses
         // only what the guest had not written to its "disk" yet, as a power cut.
         let drive = format!(
             "if=none,id={id},file={},format=raw,cache=writeback,aio={}{}",
             self.image.display(),
-            self.profile.aio(),
+            io_engine.aio(),
             self.profile.drive_options(self.bus.request_size())
         );
         let serial = format!("TB-{}", self.name.to_uppercase());
@@ -172,4 +173,27 @@ pub fn controller_args(disks: &[Disk]) -> Vec<String> {
         args.extend(["-device".into(), "qemu-xhci,id=xhci".into()]);
     }
     args
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_drive_takes_the_machines_io_engine_and_the_profiles_throttle() {
+        let disk = Disk {
+            name: "ssd".into(),
+            bus: Bus::UsbUas,
+            profile: Profile::named("usb-flash").unwrap(),
+            image: PathBuf::from("/nonexistent/ssd.img"),
+        };
+        let drive = |engine| disk.qemu_args(engine)[1].clone();
+        assert!(drive(IoEngine::IoUring).contains(",aio=io_uring,"));
+        let calibrated = drive(IoEngine::Threads);
+        assert!(calibrated.contains(",aio=threads,"), "{calibrated}");
+        assert!(
+            calibrated.ends_with(",throttling.bps-write=5000000"),
+            "{calibrated}"
+        );
+    }
 }

@@ -28,24 +28,6 @@ impl Profile {
             .with_context(|| format!("no disk profile {name:?}: add a row to testbed/profiles.tsv"))
     }
 
-    /// QEMU's I/O engine for a disk with this profile (`aio=`). A disk
-    /// held to a speed profile keeps `threads`, with which the profiles'
-    /// figures and the speed scenarios' margins were measured. One with no
-    /// limit, where the speed is only the minutes a scenario costs, uses
-    /// `io_uring`: reads the host's page cache holds complete at once
-    /// instead of waiting for a worker thread, which on a busy host waits
-    /// for a core. QEMU's SD card reads 512 bytes at a time, so a root-only
-    /// migration's copy took 28 % less time and the boot before it 10 %
-    /// less, side by side on a loaded host.
-    pub fn aio(&self) -> &'static str {
-        let limits = [self.iops_read, self.iops_write, self.bps_read, self.bps_write];
-        if limits.iter().all(Option::is_none) {
-            "io_uring"
-        } else {
-            "threads"
-        }
-    }
-
     /// The `-drive` suboptions that make QEMU enforce this profile on a disk
     /// whose emulation issues requests of `request_size` bytes at most.
     ///
@@ -144,15 +126,6 @@ mod tests {
             p.drive_options(512),
             ",throttling.iops-write=400,throttling.bps-read=3000000"
         );
-    }
-
-    #[test]
-    fn only_unlimited_disks_leave_the_calibrated_io_engine() {
-        assert_eq!(Profile::named("sd-unthrottled").unwrap().aio(), "io_uring");
-        for name in ["sd-a1", "usb-flash", "usb-ssd", "nvme"] {
-            assert_eq!(Profile::named(name).unwrap().aio(), "threads", "{name}");
-        }
-        assert_eq!(parse("x - 50 - -").unwrap()[0].aio(), "threads");
     }
 
     #[test]

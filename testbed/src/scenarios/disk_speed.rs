@@ -120,6 +120,7 @@ fn judge(what: &str, got: f64, limit: Option<u64>, ceiling: f64) -> (String, boo
 
 pub fn run(images: &ImageSet) -> Result<()> {
     let mut setup = Setup::new("disk-speed", &images.bookworm)
+        .timed()
         .sd_profile(DISKS[0].2)
         .without_pimigrate();
     for &(name, bus, profile, size) in &DISKS[1..] {

@@ -34,7 +34,8 @@ pub struct Scenario {
     pub about: &'static str,
     pub run: fn(&ImageSet) -> Result<()>,
     /// Measures speed (benchmarks decide what it asserts), so it runs
-    /// with no other scenario beside it.
+    /// with no other scenario beside it; its set-up says
+    /// [`setup::Setup::timed`] too, for the disks' calibrated I/O engine.
     pub alone: bool,
 }
 

@@ -39,6 +39,7 @@ pimigrate recommend --json --quick --runtime 5 > "$TESTBED/out/recommend.json"
 
 pub fn run(images: &ImageSet) -> Result<()> {
     let Rig { mut pi, .. } = Setup::new("recommend", &images.bookworm)
+        .timed()
         .sd_profile("sd-a1")
         .blank("flash", Bus::UsbStorage, 4 << 30, "usb-flash")
         .usb_ssd()

@@ -6,6 +6,7 @@
 
 use super::pimigrate_bin::{self, JOURNAL_FACTS};
 use crate::mbr::{self, Partition};
+use crate::qemu::IoEngine;
 use crate::{After, Bus, Ending, Pi};
 use anyhow::{ensure, Context, Result};
 use std::collections::BTreeMap;
@@ -18,6 +19,7 @@ pub struct Setup {
     sd_profile: &'static str,
     blanks: Vec<(&'static str, Bus, u64, &'static str)>,
     pimigrate: bool,
+    timed: bool,
 }
 
 /// A set-up Pi and its SD card.
@@ -39,7 +41,16 @@ impl Setup {
             sd_profile: super::UNTIMED_SD,
             blanks: Vec::new(),
             pimigrate: true,
+            timed: false,
         }
+    }
+
+    /// The scenario measures the disks' speeds (it runs alone): QEMU's
+    /// disks use the I/O engine the speed profiles were measured with
+    /// ([`IoEngine::Threads`]).
+    pub fn timed(mut self) -> Setup {
+        self.timed = true;
+        self
     }
 
     /// The SD card's speed profile (`testbed/profiles.tsv`).
@@ -73,6 +84,9 @@ impl Setup {
 
     pub fn build(self) -> Result<Rig> {
         let mut pi = Pi::new(&self.name)?;
+        if self.timed {
+            pi.config.io_engine = IoEngine::Threads;
+        }
         pi.insert_sd_copy(&self.image, self.sd_profile)?;
         for (name, bus, size, profile) in self.blanks {
             pi.attach_blank(name, bus, size, profile)?;

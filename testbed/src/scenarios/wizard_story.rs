@@ -104,6 +104,7 @@ pub fn run(images: &ImageSet) -> Result<()> {
         sd,
         sd_boot,
     } = Setup::new(NAME, &images.bookworm)
+        .timed()
         .sd_profile("sd-a1")
         .blank("flash", Bus::UsbStorage, 4 << 30, "usb-flash")
         .usb_ssd()
