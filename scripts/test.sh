@@ -77,9 +77,11 @@ trap 'rm -rf "$logs"' EXIT
 # finished children used so far. `times` must run in this shell, not in a
 # command substitution: a forked shell starts its children's count at 0.
 cpu_now() {
-    times >"$logs/times.$BASHPID"
+    # $BASHPID here, not in the awk's subshell, which has its own.
+    local file=$logs/times.$BASHPID
+    times >"$file"
     cpu=$(awk 'NR == 2 { for (i = 1; i <= 2; i++) { split($i, t, /[ms]/); s += t[1] * 60 + t[2] }
-        printf "%d\n", s }' "$logs/times.$BASHPID")
+        printf "%d\n", s }' "$file")
 }
 
 # phase NAME COMMAND...: runs a step, recording its wall seconds, outcome
