@@ -51,13 +51,24 @@ started=$SECONDS
 say "building the $arch package for $triple with glibc $pi_glibc (in $build_chroot)"
 out=$PWD/target/debian
 mkdir -p "$out"
-in_build_chroot "$PWD" bash -euc '
-    triple=$1 glibc=$2 out=$3
-    shift 3
+# The man pages and completions are text from the clap definition, the
+# same for every architecture and compiler: this machine's cargo makes them
+# when it has one (its build of the library is usually there already), else
+# the chroot's, which first compiles the library for the host once more.
+gen_assets=yes
+if command -v cargo >/dev/null 2>&1; then
     cargo run --locked --quiet --example gen-assets -- target/assets >/dev/null
+    gen_assets=no
+fi
+in_build_chroot "$PWD" bash -euc '
+    triple=$1 glibc=$2 out=$3 gen_assets=$4
+    shift 4
+    if [ "$gen_assets" = yes ]; then
+        cargo run --locked --quiet --example gen-assets -- target/assets >/dev/null
+    fi
     cargo zigbuild --locked --release --target "$triple.$glibc"
     cargo deb --locked --no-build --target "$triple" --output "$out/" "$@"
-' _ "$triple" "$pi_glibc" "$out" "${args[@]}" >&2
+' _ "$triple" "$pi_glibc" "$out" "$gen_assets" "${args[@]}" >&2
 version=$(sed -nE 's/^version = "([^"]+)"/\1/p' Cargo.toml | head -1)
 deb=$out/pimigrate_${version}-1_${arch}.deb
 [[ -f $deb ]] || die "cargo deb did not write $deb"
