@@ -113,6 +113,15 @@ fn devices_works_without_root_and_says_what_it_could_not_read() {
     assert!(err.contains("not root: could not open"), "{err}");
     assert!(err.contains(disk.path()), "{err}");
     assert!(err.contains("sudo pimigrate devices --all"), "{err}");
+    // plan too: a plan or a refusal (this VM has no boot files), never
+    // an error, and the same line.
+    let output = nobody.run(&["plan", "--target", disk.path()]);
+    assert!([0, 3].contains(&exit_code(&output)), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("not root: could not open"),
+        "{}",
+        stderr(&output)
+    );
     // As root, nothing is said.
     let output = pimigrate().args(["devices", "--all"]).output().unwrap();
     assert!(!stderr(&output).contains("not root"), "{}", stderr(&output));
