@@ -15,11 +15,15 @@ use std::path::PathBuf;
 /// when the person says no), and the others.
 pub(super) fn allowed(wizard: &Wizard) -> Result<BlankDecision> {
     let blank = blank_candidates(&wizard.system.disks, false, wizard.host.is_live());
-    let allowed = if wizard.settings.yes && wizard.settings.bench_blank != Some(false) {
-        unattended(wizard, &blank)
-    } else {
-        consent(wizard.ui, &blank, wizard.settings.bench_blank)?
-    };
+    if wizard.settings.yes && wizard.settings.bench_blank != Some(false) {
+        // No note on the other blank drives: --bench-blank would not
+        // change what an unattended run writes.
+        return Ok(BlankDecision {
+            allowed: unattended(wizard, &blank),
+            declined: Vec::new(),
+        });
+    }
+    let allowed = consent(wizard.ui, &blank, wizard.settings.bench_blank)?;
     Ok(BlankDecision::of(&blank, allowed))
 }
 
