@@ -10,20 +10,29 @@
 # prints median seconds, MB/s, files/s, the ratio to rsync and cp, and peak
 # RSS. pimigrate's copy is checked with rsync -naHAX once per tree.
 #
-#   sudo scripts/bench-copy.sh [--runs N] [--threads N] [--trees "root large debian"] [--rebuild]
+#   sudo scripts/bench-copy.sh [--runs N] [--threads N] [--trees "root large debian"] [--rebuild] [--clean]
 #
-# The source images are kept in $BENCH_DIR (default
-# /var/tmp/pimigrate-bench-copy) for the next run; --rebuild makes them anew.
+# Defaults: --runs 3, all three trees, the copier's default threads (4).
+# docs/copy.md says which settings each of its figures came from.
+#
+# Disk space: the images stay in $BENCH_DIR (default
+# /var/tmp/pimigrate-bench-copy) for the next run, which then skips
+# building the trees: two sparse 12 GiB files, source.img (the three trees,
+# about 7 GiB) and target.img (the last copy); about 8 GiB in all after a
+# default run here. --rebuild makes them anew; --clean removes $BENCH_DIR
+# when the run ends (`sudo rm -rf /var/tmp/pimigrate-bench-copy` does the
+# same by hand, with nothing mounted from it).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib.sh
 
-runs=3 threads= rebuild=no trees="root large debian"
+runs=3 threads= rebuild=no clean=no trees="root large debian"
 while [[ $# -gt 0 ]]; do
     case $1 in
         --runs) runs=$2; shift ;;
         --threads) threads=$2; shift ;;
         --rebuild) rebuild=yes ;;
+        --clean) clean=yes ;;
         --trees) trees=$2; shift ;;
         *) die "unknown option $1 (see the comment at the top of $0)" ;;
     esac
@@ -53,6 +62,16 @@ cleanup() {
     losetup -j "$work/source.img" -O NAME -n 2>/dev/null | xargs -r -n1 losetup -d
     losetup -j "$work/target.img" -O NAME -n 2>/dev/null | xargs -r -n1 losetup -d
     if [[ -n ${debian_loop:-} ]]; then losetup -d "$debian_loop" 2>/dev/null || true; fi
+    # Only once nothing is mounted from it: rm must never reach through a
+    # mount into a filesystem still attached.
+    if [[ $clean == yes ]]; then
+        if findmnt -rn -o TARGET | grep -qF "$work/"; then
+            echo "not removing $work: something is still mounted there" >&2
+        else
+            rm -rf "$work"
+            echo "removed $work"
+        fi
+    fi
 }
 trap cleanup EXIT
 

@@ -333,11 +333,31 @@ pub struct RecommendArgs {
     /// Also compare loop devices (for testing).
     #[arg(long, hide_short_help = true)]
     pub all: bool,
+
+    /// Measure blank drives' writes on the raw device without asking (test
+    /// data is written over them; they hold no partition table, filesystem
+    /// or other signature). Needs root. Without it, a person at a terminal
+    /// is asked.
+    #[arg(long, conflicts_with_all = ["no_bench_blank", "reuse"])]
+    pub bench_blank: bool,
+
+    /// Measure blank drives by reads only (they cannot be recommended then).
+    #[arg(long)]
+    pub no_bench_blank: bool,
 }
 
 impl RecommendArgs {
-    /// The flags as the ranking takes them; `recommend` writes to no raw
-    /// disk.
+    /// `--bench-blank` / `--no-bench-blank`: `None` when neither was given.
+    pub fn bench_blank(&self) -> Option<bool> {
+        match (self.bench_blank, self.no_bench_blank) {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => None,
+        }
+    }
+
+    /// The flags as the ranking takes them; which blank drives may be
+    /// written is decided after the disks are read.
     pub fn rank_options(&self) -> crate::recommend::rank::RankOptions {
         crate::recommend::rank::RankOptions {
             quick: self.quick,
@@ -348,6 +368,7 @@ impl RecommendArgs {
             max_age: self.max_age,
             all: self.all,
             raw_writes_allowed: Vec::new(),
+            blank_declined: Vec::new(),
         }
     }
 }

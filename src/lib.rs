@@ -14,6 +14,7 @@ pub mod exit;
 pub mod failpoint;
 pub mod host;
 pub mod plan;
+pub mod privilege;
 pub mod recommend;
 pub mod space;
 pub mod sys64;

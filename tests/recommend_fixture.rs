@@ -48,11 +48,15 @@ fn report(system: &System, disk: &str, s: Speeds, unix_time: u64) -> Report {
 /// The Pi 4 fixture copied to a temporary directory, so its state
 /// directory can hold reports without touching the committed tree.
 fn machine_copy() -> (tempfile::TempDir, PathBuf) {
+    machine_copy_of("pi4")
+}
+
+fn machine_copy_of(machine: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("pi4");
+    let root = dir.path().join(machine);
     let status = std::process::Command::new("cp")
         .arg("-a")
-        .arg(fixture("pi4"))
+        .arg(fixture(machine))
         .arg(&root)
         .status()
         .expect("running cp");
@@ -219,4 +223,35 @@ fn without_a_report_of_the_current_root_nothing_is_compared() {
         "{}",
         stderr(&output)
     );
+}
+
+/// The Pi Zero fixture's sda is blank (no table, no filesystem): without
+/// --bench-blank and without a terminal to ask on, nothing is written, and
+/// one line says what to type.
+#[test]
+fn a_blank_drive_without_a_yes_gets_one_line_saying_what_to_type() {
+    let (_dir, root) = machine_copy_of("pizero");
+    let system = System::inspect(&Host::with_root(&root)).unwrap();
+    save_reports(&root, &[report(&system, "mmcblk0", SD_A1, now() - 60)]);
+    let output = recommend(&root, &[]);
+    assert_eq!(exit_code(&output), 0, "{}", stderr(&output));
+    let text = stdout(&output);
+    let hints: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("--bench-blank"))
+        .collect();
+    let typed: Vec<&&str> = hints.iter().filter(|l| l.contains("type: ")).collect();
+    assert_eq!(typed.len(), 1, "{text}");
+    assert!(typed[0].contains("/dev/sda"), "{text}");
+    assert!(
+        typed[0].ends_with("recommend --bench-blank"),
+        "the user's own command, with the flag: {text}"
+    );
+    // --no-bench-blank: the same line, and that flag is not echoed back.
+    let output = recommend(&root, &["--no-bench-blank"]);
+    let text = stdout(&output);
+    let line = text.lines().find(|l| l.contains("type: ")).expect(&text);
+    assert!(!line.contains("--no-bench-blank"), "{line}");
+    let value = json(&recommend(&root, &["--json"]));
+    assert_eq!(value["blank_unmeasured"][0], "/dev/sda", "{value:#}");
 }

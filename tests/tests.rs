@@ -24,6 +24,8 @@ mod copy_fidelity; // the copier on real ext4
 mod live_loop; // devices and plan on real loop devices
 mod migrate_faults; // a migration killed at every failure point
 mod migrate_host; // migrate and rollback on a loop-device SSD
+mod recommend_blank; // the blank-drive question on real loop devices
+mod root_first; // the binary as a normal user: sudo said first
 mod scan_live; // the source scan across mount points
 mod verify_bench_host; // before/after on real benchmark runs
 

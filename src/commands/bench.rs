@@ -27,6 +27,9 @@ struct RefusalOutput<'a> {
 }
 
 pub fn run(cli: &Cli, args: &BenchArgs, host: &Host) -> Result<u8> {
+    if args.destructive {
+        crate::privilege::require_root("bench --destructive writes to the raw device")?;
+    }
     let system = System::inspect(host)?;
     let preset = if args.quick {
         Preset::Quick

@@ -36,6 +36,7 @@ struct SourceOutput {
 
 pub fn run(cli: &Cli, args: &DevicesArgs, host: &Host) -> Result<u8> {
     let system = System::inspect(host)?;
+    super::note_unreadable(&system, host);
     let disks: Vec<&Disk> = system
         .disks
         .iter()

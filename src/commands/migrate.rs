@@ -28,6 +28,7 @@ struct MigrateOutput<'a> {
 }
 
 pub fn run(cli: &Cli, args: &MigrateArgs, host: &Host) -> Result<u8> {
+    crate::privilege::require_root("migrate writes the target disk and the SD card's boot files")?;
     let system = System::inspect(host)?;
     let state_dir = host.path(&host.state_dir);
     let previous = Journal::load(&state_dir)?;

@@ -78,6 +78,16 @@ fn view_dir(host: &Host, dir: &Path, flag: &str) -> Result<PathBuf> {
     Ok(dir.to_path_buf())
 }
 
+/// Read-only commands run without root: one line on stderr naming the
+/// disks that could not be opened, so what is shown is not taken for all
+/// there is.
+fn note_unreadable(system: &crate::system::System, host: &Host) {
+    let unreadable = crate::privilege::unreadable_disks(system, host.is_live());
+    if let Some(note) = crate::privilege::unreadable_note(&unreadable) {
+        eprintln!("pimigrate: {note}");
+    }
+}
+
 /// Prints a value as pretty JSON on stdout.
 pub fn print_json(value: &impl serde::Serialize) -> Result<()> {
     let text = serde_json::to_string_pretty(value).context("encoding the output as JSON")?;

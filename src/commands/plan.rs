@@ -22,6 +22,7 @@ pub const REFUSAL_SCHEMA: &str = "pimigrate.refusal/1";
 
 pub fn run(cli: &Cli, args: &PlanArgs, host: &Host) -> Result<u8> {
     let system = System::inspect(host)?;
+    super::note_unreadable(&system, host);
     let spinner = scan_spinner(cli);
     let result = plan::plan_with_progress(&system, &args.options(), &mut |usage| {
         if let Some(spinner) = &spinner {

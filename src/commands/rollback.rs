@@ -12,6 +12,7 @@ use anyhow::{bail, Context, Result};
 use std::io::IsTerminal;
 
 pub fn run(cli: &Cli, args: &RollbackArgs, host: &Host) -> Result<u8> {
+    crate::privilege::require_root("rollback restores the SD card's boot files")?;
     let state_dir = host.path(&host.state_dir);
     let Some(journal) = Journal::load(&state_dir)? else {
         // No journal: no migration got as far as changing anything.

@@ -22,6 +22,11 @@ use crate::verify::{
 use anyhow::{bail, Result};
 
 pub fn run(cli: &Cli, args: &VerifyArgs, host: &Host) -> Result<u8> {
+    // Checking alone reads what a normal user can; changing cmdline.txt
+    // does not, and is said before anything is checked.
+    if args.commit || args.apply_quirk {
+        crate::privilege::require_root("verify --commit and --apply-quirk change the boot files")?;
+    }
     let state_dir = host.path(&host.state_dir);
     let Some(mut journal) = Journal::load(&state_dir)? else {
         return finish(

@@ -26,6 +26,8 @@ pub fn run(cli: &Cli, args: &WizardArgs, host: &Host) -> Result<u8> {
     if cli.json {
         bail!("the wizard talks to a person; for JSON use `pimigrate plan --json` and `pimigrate migrate --json`");
     }
+    // The wizard ends by migrating: said before its first question.
+    crate::privilege::require_root("the wizard migrates the system to another disk")?;
     let settings = args.settings();
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     if !settings.yes && !interactive {

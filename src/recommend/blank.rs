@@ -5,12 +5,14 @@
 //! a filesystem there is nowhere for a test file, so recommend alone would
 //! measure only its reads, and the drive the person bought for this could
 //! never be recommended. When the person (or `--yes --target` naming that
-//! very disk) allows it, the wizard measures such a drive's writes on the
-//! raw device; this module decides which drives qualify.
+//! very disk in the wizard) allows it, `recommend` and the wizard measure
+//! such a drive's writes on the raw device; this module decides which
+//! drives qualify, and asks the one question both of them ask.
 
-use crate::system::disks::{Disk, Role};
+use crate::system::disks::{Disk, Role, Transport};
+use crate::ui::Ui;
 use anyhow::{Context, Result};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// What pimigrate's own probe shows: no partition table, no filesystem,
 /// no partitions, nothing mounted, no swap, nothing stacked on it, not
@@ -77,10 +79,125 @@ pub fn is_blank(disk: &Disk, check_signatures: bool) -> bool {
     if !check_signatures {
         return true;
     }
+    // A device this process cannot read (a normal user) shows no table
+    // to our probe whatever it holds, and blkid cannot look either.
+    if std::fs::File::open(&disk.path).is_err() {
+        return false;
+    }
     matches!(
         blkid_signatures(&disk.path),
         Ok(Signatures::None | Signatures::NotChecked)
     )
+}
+
+/// The blank candidates among `disks`: what the question is about. With
+/// `include_virtual` (recommend --all, for tests) loop devices count too.
+/// blkid is asked only on the running system (`live`): an inspected tree's
+/// device nodes are not this machine's.
+pub fn blank_candidates<'a>(
+    disks: impl IntoIterator<Item = &'a Disk>,
+    include_virtual: bool,
+    live: bool,
+) -> Vec<&'a Disk> {
+    disks
+        .into_iter()
+        .filter(|d| (include_virtual || d.transport != Transport::Virtual) && d.size_bytes > 0)
+        .filter(|d| d.role == Role::Candidate && is_blank(d, live))
+        .collect()
+}
+
+/// The one question about blank drives, as `recommend` and the wizard ask
+/// it: an explanation, then yes or no, unless `flag` (`--bench-blank`,
+/// `--no-bench-blank`) answered it already. The drives that may be written.
+pub fn consent(ui: &dyn Ui, blank: &[&Disk], flag: Option<bool>) -> Result<Vec<PathBuf>> {
+    if blank.is_empty() || flag == Some(false) {
+        return Ok(Vec::new());
+    }
+    let names = names(blank);
+    ui.say(&format!(
+        "Blank drive(s): {}: no partition table, no filesystem, nothing on them. A test file \
+         needs a filesystem, so their writes (what makes a Pi feel slow) can only be measured \
+         by writing test data onto the drive itself; measured by reads alone, a drive cannot \
+         be recommended.",
+        describe(blank)
+    ));
+    let measure = if flag == Some(true) {
+        ui.say(&format!(
+            "Measuring the writes of {names} (from --bench-blank)."
+        ));
+        true
+    } else {
+        ui.confirm(
+            &format!(
+                "Measure the writes of the blank drive(s) {names} too? Test data is written over \
+                 them; they hold no partition or filesystem"
+            ),
+            true,
+        )?
+    };
+    Ok(if measure {
+        blank.iter().map(|d| d.path.clone()).collect()
+    } else {
+        Vec::new()
+    })
+}
+
+/// What became of the blank drives: measured with writes, or only read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BlankDecision {
+    pub allowed: Vec<PathBuf>,
+    /// Blank, but nobody said yes: read tests only, and the output says
+    /// how to measure the writes.
+    pub declined: Vec<PathBuf>,
+}
+
+/// `recommend`'s way with blank drives: the flag answers the question;
+/// without one, `asker` (a person at a terminal, as root: nobody else can
+/// answer, or write) is asked; otherwise nothing is written.
+pub fn decide(
+    blank: &[&Disk],
+    flag: Option<bool>,
+    asker: Option<&dyn Ui>,
+) -> Result<BlankDecision> {
+    let allowed = match asker {
+        Some(ui) => consent(ui, blank, flag)?,
+        None => Vec::new(),
+    };
+    Ok(BlankDecision::of(blank, allowed))
+}
+
+impl BlankDecision {
+    /// `allowed` of the `blank` drives; the rest are declined.
+    pub fn of(blank: &[&Disk], allowed: Vec<PathBuf>) -> BlankDecision {
+        let declined = blank
+            .iter()
+            .map(|d| d.path.clone())
+            .filter(|p| !allowed.contains(p))
+            .collect();
+        BlankDecision { allowed, declined }
+    }
+}
+
+/// "/dev/sda, /dev/sdb".
+pub fn names(disks: &[&Disk]) -> String {
+    let paths: Vec<String> = disks.iter().map(|d| d.path.display().to_string()).collect();
+    paths.join(", ")
+}
+
+fn describe(disks: &[&Disk]) -> String {
+    let each: Vec<String> = disks
+        .iter()
+        .map(|d| {
+            let name = crate::units::join_present([d.vendor.as_deref(), d.model.as_deref()]);
+            let name = if name.is_empty() {
+                "(no name)".into()
+            } else {
+                name
+            };
+            format!("{} ({name}, {})", d.path.display(), d.size_human)
+        })
+        .collect();
+    each.join(", ")
 }
 
 #[cfg(test)]

@@ -4,10 +4,10 @@
 //!   no target), created, used and removed.
 //! * A drive with a mounted filesystem: a test file on its largest mounted
 //!   partition, so its writes are measured without touching any data.
-//! * A blank drive the caller explicitly allowed (the wizard, after the
-//!   person agreed, see [`super::blank`]): read and write tests on the raw
-//!   device, as `pimigrate bench --destructive` runs them. The `recommend`
-//!   command never allows any.
+//! * A blank drive the caller explicitly allowed (after the person agreed,
+//!   see [`super::blank`]): read and write tests on the raw
+//!   device, as `pimigrate bench --destructive` runs them: the wizard and
+//!   `recommend` after the person agreed or `--bench-blank`.
 //! * Any other drive: read tests only, on the raw device opened read-only.
 //!   Its random-write figures stay unknown, and it is not recommended on
 //!   reads alone.

@@ -2,6 +2,7 @@
 //! reports reused, the current root and every candidate measured where
 //! none is, then [`super::recommend`] over the evidence.
 
+use super::figures::Figures;
 use super::freshness::Freshness;
 use super::measure::{Measured, Measurer, Method};
 use super::survey::survey;
@@ -43,6 +44,9 @@ pub struct RankOptions {
     /// `recommend` command writes to no raw disk; the wizard fills it in
     /// once the person agreed (or `--yes` names the target).
     pub raw_writes_allowed: Vec<PathBuf>,
+    /// Blank drives nobody allowed to be written: read tests only, with a
+    /// note that says how to measure their writes.
+    pub blank_declined: Vec<PathBuf>,
 }
 
 /// What is printed while drives are measured.
@@ -111,12 +115,25 @@ pub fn rank_drives(
         return Ok(None);
     };
     let mut candidates = Vec::new();
+    let mut blank_unmeasured = Vec::new();
     for disk in &survey.candidates {
-        let Some(drive) =
+        let Some(mut drive) =
             gatherer.drive(disk, &Method::for_candidate(disk, &args.raw_writes_allowed))?
         else {
             return Ok(None);
         };
+        let writes = drive
+            .evidence
+            .as_ref()
+            .is_some_and(|e| Figures::from_report(&e.report).has_random_writes());
+        if !writes && args.blank_declined.contains(&disk.path) {
+            drive.notes.push(
+                "blank: its writes were not measured, as nothing is written to a drive without \
+                 a yes (--bench-blank measures them on the drive itself, overwriting its start)"
+                    .into(),
+            );
+            blank_unmeasured.push(disk.path.clone());
+        }
         candidates.push(drive);
     }
     let setting = Setting {
@@ -124,7 +141,10 @@ pub fn rank_drives(
         usb3_ports: usb3_ports(system.pi.family),
         now,
     };
-    super::recommend(&current_root, &candidates, survey.excluded, &setting).map(Some)
+    let mut recommendation =
+        super::recommend(&current_root, &candidates, survey.excluded, &setting)?;
+    recommendation.blank_unmeasured = blank_unmeasured;
+    Ok(Some(recommendation))
 }
 
 /// Finds or makes the evidence for each drive.

@@ -16,7 +16,7 @@ pub fn text(rec: &Recommendation) -> String {
     };
     let _ = writeln!(
         out,
-        "{:>2}  {:<dw$} {:<lw$} {:>8} {:>8} {:>7} {:>7} {:>7} {:>7} {:<8} {:>6} {:>7}",
+        "{:>2}  {:<dw$} {:<lw$} {:>8} {:>8} {:>7} {:>7} {:>7} {:>7} {:<8} {:>6} {:>8}",
         "#",
         "device",
         "link",
@@ -34,15 +34,15 @@ pub fn text(rec: &Recommendation) -> String {
     );
     let _ = writeln!(
         out,
-        "    (RND4K: IOPS; SEQ: SEQ1M Q8 MB/s; score: PiBenchmarks-style; gain: random 4K vs the current root)"
+        "    (RND4K: IOPS; SEQ: SEQ1M Q8 MB/s; score: PiBenchmarks-style; gain: random 4K vs the current root,"
+    );
+    let _ = writeln!(
+        out,
+        "     \"rd\": of reads alone, writes not measured; \"unknown\": not measured at all)"
     );
     out.push_str(&row(root, "now", &widths));
     for entry in &rec.ranking {
-        let gain = entry
-            .gain
-            .as_ref()
-            .map_or_else(|| "-".to_string(), |g| times(g.combined));
-        out.push_str(&row(entry, &gain, &widths));
+        out.push_str(&row(entry, &gain_text(entry), &widths));
     }
     out.push('\n');
     match &rec.pick {
@@ -92,6 +92,34 @@ pub fn text(rec: &Recommendation) -> String {
     out
 }
 
+/// The one line that says what to type to measure the blank drives whose
+/// writes nobody allowed: `command` is this run's, with `--bench-blank`.
+pub fn blank_hint(rec: &Recommendation, command: &str) -> Option<String> {
+    if rec.blank_unmeasured.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = rec
+        .blank_unmeasured
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    Some(format!(
+        "To measure the writes of the blank drive(s) {} on the drive itself (test data \
+         overwrites them), type: {command}",
+        names.join(", ")
+    ))
+}
+
+/// The gain column: "22x", "13x rd" when only reads were compared (the
+/// writes are unknown), "unknown" without figures.
+fn gain_text(entry: &Entry) -> String {
+    match &entry.gain {
+        None => "unknown".into(),
+        Some(g) if g.random_write.is_none() => format!("{} rd", times(g.combined)),
+        Some(g) => times(g.combined),
+    }
+}
+
 fn describe(entry: &Entry) -> String {
     let name = crate::units::join_present([entry.vendor.as_deref(), entry.model.as_deref()]);
     if name.is_empty() {
@@ -136,7 +164,7 @@ fn row(entry: &Entry, gain: &str, widths: &Widths) -> String {
     };
     let rank = entry.rank.map(|r| r.to_string()).unwrap_or_default();
     format!(
-        "{:>2}  {:<dw$} {:<lw$} {:>8} {:>8} {:>7} {:>7} {:>7} {:>7} {:<8} {:>6} {:>7}\n",
+        "{:>2}  {:<dw$} {:<lw$} {:>8} {:>8} {:>7} {:>7} {:>7} {:>7} {:<8} {:>6} {:>8}\n",
         rank,
         entry.path.display().to_string(),
         entry.link,

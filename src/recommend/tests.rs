@@ -240,7 +240,7 @@ fn other_uas_bridges_get_only_the_advice_to_watch_the_log() {
 }
 
 #[test]
-fn a_drive_read_but_not_written_is_ranked_below_and_never_picked() {
+fn a_drive_read_but_not_written_is_ranked_by_its_known_gain_and_never_picked() {
     let reads_only = drive(
         identity("sdc", "RAW", Some(("04e8:61f5", "uas", 5000))),
         Some(USB_SSD),
@@ -258,7 +258,92 @@ fn a_drive_read_but_not_written_is_ranked_below_and_never_picked() {
         .contains("pimigrate bench --destructive /dev/sdc"));
     let rec = run(&[reads_only, ssd("sda", "04e8:61f5"), stick()]);
     let order: Vec<&str> = rec.ranking.iter().map(|e| e.name.as_str()).collect();
-    assert_eq!(order, ["sda", "sdb", "sdc"]);
+    // The stick is slower than the SD card; the SSD read alone is faster
+    // at what was measured: the stick comes last.
+    assert_eq!(order, ["sda", "sdc", "sdb"]);
+}
+
+/// What issue 18 found: a blank SSD read but not written, a hard disk
+/// slower than the SD card and a flash stick, and the hard disk was
+/// number 1 in the table. The order must follow the gains the table
+/// shows, drives slower than the current root after the faster ones,
+/// unmeasured ones last, and the text must say which gains are of reads
+/// alone.
+#[test]
+fn the_table_order_follows_the_gains_shown() {
+    let hard_disk = Speeds {
+        q32: (300.0, 250.0),
+        q1: (120.0, 110.0),
+        seq: (120.0, 110.0),
+    };
+    let disk = drive(
+        identity("sdc", "HDD", Some(("152d:0578", "uas", 5000))),
+        Some(hard_disk),
+        true,
+    );
+    let blank_ssd = drive(
+        identity("sda", "SSD", Some(("04e8:61f5", "uas", 5000))),
+        Some(USB_SSD),
+        false,
+    );
+    let unmeasured = drive(
+        identity("sdd", "X", Some(("04e8:61f5", "uas", 5000))),
+        None,
+        false,
+    );
+    let rec = run(&[disk, unmeasured, stick(), blank_ssd]);
+    let order: Vec<&str> = rec.ranking.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(order, ["sda", "sdc", "sdb", "sdd"]);
+    let gains: Vec<f64> = rec
+        .ranking
+        .iter()
+        .filter_map(|e| e.gain.as_ref().map(|g| g.combined))
+        .collect();
+    assert!(gains.windows(2).all(|w| w[0] >= w[1]), "{gains:?}");
+    assert!(gains[0] > 1.0 && gains[1] < 1.0, "{gains:?}");
+    assert!(rec.pick.is_none(), "reads alone never make a pick");
+    let text = render::text(&rec);
+    let row = |name: &str| {
+        text.lines()
+            .find(|l| l.contains(&format!("/dev/{name} ")))
+            .unwrap_or_else(|| panic!("no row for {name}:\n{text}"))
+            .to_string()
+    };
+    assert!(row("sda").trim_start().starts_with("1 "), "{text}");
+    assert!(
+        row("sda").ends_with(" rd"),
+        "a gain of reads alone says so: {text}"
+    );
+    assert!(row("sdd").ends_with("unknown"), "{text}");
+    assert!(!row("sdc").ends_with(" rd"), "{text}");
+}
+
+#[test]
+fn the_pick_is_number_one_and_its_reason_names_its_gain() {
+    let reads_only = drive(
+        identity("sdc", "RAW", Some(("04e8:61f5", "uas", 5000))),
+        Some(scaled(USB_SSD, 10.0, 1.0)),
+        false,
+    );
+    let rec = run(&[stick(), reads_only, ssd("sda", "04e8:61f5")]);
+    let pick = rec.pick.as_ref().expect("the SSD is worth it");
+    assert_eq!(rec.ranking[0].path, pick.path);
+    assert_eq!(rec.ranking[0].rank, Some(1));
+    let shown = formula::times(pick.combined_gain);
+    assert!(
+        rec.reasons[0].contains(&format!("({shown} overall)")),
+        "{:?}",
+        rec.reasons
+    );
+    let text = render::text(&rec);
+    let first_row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("1 "))
+        .unwrap();
+    assert!(
+        first_row.contains("/dev/sda") && first_row.ends_with(&shown),
+        "{text}"
+    );
 }
 
 #[test]

@@ -150,7 +150,7 @@ pub fn uas_bridge(identity: &DeviceIdentity) -> Option<Warning> {
 pub fn writes_not_measured(device_path: &str) -> Warning {
     Warning::new(
         "writes-not-measured",
-        "random write figures unknown: only read tests ran (no mounted filesystem to put a test file on, and recommend never writes to a raw disk)".into(),
+        "random write figures unknown: only read tests ran (no mounted filesystem to put a test file on, and recommend writes to a raw disk only when it is blank and you said yes)".into(),
         Some(format!(
             "mount a filesystem of it and run recommend again, or measure it with `pimigrate bench --destructive {device_path}` (erases it); recommend reuses that report")),
     )

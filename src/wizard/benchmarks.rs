@@ -19,7 +19,7 @@ pub(super) fn compare(wizard: &Wizard) -> Result<Option<Recommendation>> {
         Benchmarks::Quick => true,
         Benchmarks::Standard | Benchmarks::Ask => false,
     };
-    let raw_writes_allowed = super::blank::allowed(wizard)?;
+    let blank = super::blank::allowed(wizard)?;
     let options = RankOptions {
         quick,
         runtime: None,
@@ -30,7 +30,8 @@ pub(super) fn compare(wizard: &Wizard) -> Result<Option<Recommendation>> {
         fresh: false,
         max_age: DEFAULT_MAX_AGE_DAYS,
         all: false,
-        raw_writes_allowed,
+        raw_writes_allowed: blank.allowed,
+        blank_declined: blank.declined,
     };
     let shown = Shown {
         chatty: true,

@@ -392,8 +392,9 @@ fn next_steps_always_end_with_a_check_and_a_way_back() {
 fn blank_allowance(settings: &Settings, answers: Vec<Answer>) -> (Vec<PathBuf>, ScriptedUi) {
     let (host, system) = machine("pizero");
     let ui = ScriptedUi::new(answers);
-    let allowed =
-        blank::allowed(&wizard(&host, &system, settings, &ui)).expect("deciding on blank drives");
+    let allowed = blank::allowed(&wizard(&host, &system, settings, &ui))
+        .expect("deciding on blank drives")
+        .allowed;
     (allowed, ui)
 }
 
