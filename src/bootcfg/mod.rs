@@ -14,12 +14,16 @@
 //! - [`cmdline`] reads and edits the kernel command line in `cmdline.txt`.
 //! - [`fstab`] reads and edits `/etc/fstab`.
 //! - [`configtxt`] evaluates the firmware's `config.txt` / `tryboot.txt` filters.
+//! - [`firstboot`] recognises first-boot hooks on a command line.
+//! - [`noroot`] recognises systems without a root partition (squashfs, RAM).
 //! - [`diff`] shows an edit as a unified diff, for plans and dry runs.
 
 pub mod cmdline;
 pub mod configtxt;
 pub mod diff;
+pub mod firstboot;
 pub mod fstab;
+pub mod noroot;
 pub mod spec;
 mod text;
 
