@@ -744,3 +744,22 @@ fn an_initramfs_resume_device_naming_the_old_root() {
         "set RESUME=none",
     );
 }
+
+/// Arch Linux ARM's fstab has no `/` line (issue #15): the kernel's root=
+/// is what mounted the target, and verify passes on that alone.
+#[test]
+fn fstab_without_a_root_line_passes_on_the_kernels_root() {
+    let pi = Machine::new();
+    pi.edit(
+        "/etc/fstab",
+        "PARTUUID=2f4a9c17-01  /               ext4    defaults,noatime  0       1\n",
+        "",
+    );
+    let (code, report) = pi.verify(&[]);
+    assert_eq!(code, 0, "{report:#}");
+    assert!(report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["pass"] == true));
+}

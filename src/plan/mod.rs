@@ -2,6 +2,7 @@
 //! written. `pimigrate plan` prints it; `migrate` prints the same value and
 //! hands it to the executor.
 
+mod boot_layout;
 pub mod edits;
 mod firmware;
 pub mod geometry;
@@ -51,6 +52,11 @@ pub struct Plan {
     pub boot_order: Option<BootOrderAdvice>,
     /// Things the user should know that do not stop the move.
     pub warnings: Vec<String>,
+    /// What the migration does with this system's boot layout beyond
+    /// `root=`, and why: a first-boot hook left out, an fstab without `/`,
+    /// a setting that regenerates cmdline.txt.
+    #[serde(default)]
+    pub notes: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -67,8 +73,17 @@ pub struct SourceSummary {
     pub root_device: Option<String>,
     pub boot_dir: PathBuf,
     pub boot_device: Option<String>,
+    /// How the source names its root: fstab's `/` line, or cmdline.txt's
+    /// `root=` when fstab has none.
     pub root_spec: DeviceSpec,
     pub boot_spec: Option<DeviceSpec>,
+    /// False when fstab has no `/` line and only cmdline.txt names the root.
+    #[serde(default = "yes")]
+    pub fstab_names_root: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// Who the target is, so the executor can check, right before the first
@@ -198,6 +213,10 @@ pub enum EditOperation {
         spec: DeviceSpec,
     },
     CmdlineAdd {
+        arg: String,
+    },
+    /// Leaves out an argument written exactly so (a first-boot hook).
+    CmdlineRemove {
         arg: String,
     },
 }

@@ -2,6 +2,7 @@
 //! every reason there cannot be one. Pure but for the read-only checks of
 //! the target (is it busy?) and a metadata scan of the source.
 
+use super::boot_layout::demands;
 use super::edits::plan_edits;
 use super::firmware::{boot_order_advice, check_full_move_bootable, choose_table, family_name};
 use super::geometry::{self, Geometry};
@@ -39,6 +40,11 @@ pub fn plan_with_progress(
 ) -> Result<Plan, Refusal> {
     let mut reasons = Vec::new();
     let source = check_source(system, &mut reasons);
+    let trial = wants_trial(system, options);
+    let demands = source
+        .as_ref()
+        .map(|source| demands(source, options.layout, trial, &mut reasons))
+        .unwrap_or_default();
     let target = match resolve_target(system, &options.target) {
         Ok(disk) => disk,
         Err(reason) => {
@@ -149,8 +155,15 @@ pub fn plan_with_progress(
     }
     let table = table_plan(kind, table_reason, &geometry, &ids, target);
     let filesystems = mkfs_steps(system, &table, &ids, &known);
-    let trial = wants_trial(system, options);
-    let edits = plan_edits(system, &source, &table, &filesystems, options.layout, trial);
+    let edits = plan_edits(
+        system,
+        &source,
+        &table,
+        &filesystems,
+        options.layout,
+        trial,
+        demands.cmdline_ops,
+    );
     let trial_boot = if trial {
         Some(trial_boot(system, &source))
     } else {
@@ -197,6 +210,7 @@ pub fn plan_with_progress(
         trial_boot,
         boot_order,
         warnings,
+        notes: demands.notes,
     })
 }
 

@@ -1,7 +1,9 @@
 //! The system being moved: where its root and boot files are, which devices
 //! hold them, and how its boot files name those devices.
 
-use crate::bootcfg::{BootSettings, Cmdline, ConfigTxt, DeviceSpec, FilterContext, Fstab};
+use crate::bootcfg::{
+    BootSettings, Cmdline, ConfigTxt, DeviceSpec, FilterContext, Fstab, FstabError,
+};
 use crate::host::Host;
 use crate::system::disks::Disk;
 use crate::system::mounts::{DevNo, MountTable};
@@ -106,8 +108,12 @@ impl Source {
         let fstab_path = root_dir.join("etc/fstab");
         let fstab = Ok(load(host, &fstab_path, |bytes| {
             let fstab = Fstab::parse(bytes).map_err(|e| e.to_string())?;
-            fstab.root().map_err(|e| e.to_string())?;
-            Ok(fstab)
+            // No `/` line is how Arch Linux ARM ships it: the kernel mounts
+            // root from root=. Two `/` lines are a mistake to fix.
+            match fstab.root() {
+                Ok(_) | Err(FstabError::NoRootEntry) => Ok(fstab),
+                Err(err) => Err(err.to_string()),
+            }
         }));
         Source {
             root_devno: root_mount.map(|m| m.devno),

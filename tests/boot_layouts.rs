@@ -1,0 +1,258 @@
+//! Real distributions' boot layouts on the Pi 4 fixture machine (issue #15):
+//! first-boot hooks, an fstab without `/`, systems that have no root
+//! partition. Each case copies the fixture, writes the distribution's own
+//! boot files over it (bytes as their build scripts make them) and plans.
+
+use crate::common;
+
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+
+/// The Pi 4 fixture with `files` (path, contents) written over it; `None`
+/// removes the file.
+fn machine(files: &[(&str, Option<&[u8]>)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", fixture("pi4").display()))
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    for (file, contents) in files {
+        let path = dir.path().join(file);
+        match contents {
+            Some(bytes) => {
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::write(&path, bytes).unwrap();
+            }
+            None => std::fs::remove_file(&path).unwrap(),
+        }
+    }
+    dir
+}
+
+fn run_plan(root: &Path, args: &[&str]) -> std::process::Output {
+    pimigrate()
+        .arg("--sysroot")
+        .arg(root)
+        .args(["plan", "--seed", "42", "--target", "/dev/sda"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn planned(root: &Path, args: &[&str]) -> Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let output = run_plan(root, &all);
+    assert_eq!(exit_code(&output), 0, "plan refused: {}", stdout(&output));
+    json(&output)
+}
+
+/// The reasons of a refused plan: (code, message, hint).
+fn refused(root: &Path, args: &[&str]) -> Vec<(String, String, String)> {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let output = run_plan(root, &all);
+    assert_eq!(
+        exit_code(&output),
+        3,
+        "expected a refusal: {}",
+        stdout(&output)
+    );
+    json(&output)["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let text = |k: &str| r[k].as_str().unwrap_or_default().to_string();
+            (text("code"), text("message"), text("hint"))
+        })
+        .collect()
+}
+
+/// The edit of the command line the new root boots with.
+fn cmdline_edit(plan: &Value) -> &Value {
+    plan["edits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["site"] != "target-root")
+        .unwrap_or_else(|| panic!("no cmdline edit in {:#}", plan["edits"]))
+}
+
+/// The added line of a one-line diff.
+fn added_line(diff: &str) -> String {
+    let added: Vec<&str> = diff
+        .lines()
+        .filter(|l| l.starts_with('+') && !l.starts_with("+++"))
+        .collect();
+    assert_eq!(added.len(), 1, "{diff}");
+    added[0][1..].to_string()
+}
+
+fn notes(plan: &Value) -> Vec<String> {
+    plan["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap().to_string())
+        .collect()
+}
+
+const CMDLINE: &str = "boot/firmware/cmdline.txt";
+
+/// Each resize-only hook (pi-gen buster's init_resize.sh, trixie's
+/// `resize`) is left out of the new command line, in every layout, with a
+/// note naming it; every other argument stays where it was.
+#[test]
+fn resize_hooks_are_left_out_of_the_new_command_line_and_said_so() {
+    let cases = [
+        (
+            "console=serial0,115200 console=tty1 root=PARTUUID=6c586e13-02 rootfstype=ext4 elevator=deadline fsck.repair=yes rootwait quiet init=/usr/lib/raspi-config/init_resize.sh\n",
+            "init=/usr/lib/raspi-config/init_resize.sh",
+        ),
+        (
+            "console=serial0,115200 console=tty1 root=PARTUUID=6c586e13-02 rootfstype=ext4 fsck.repair=yes rootwait resize\n",
+            "resize",
+        ),
+    ];
+    for (line, hook) in cases {
+        let tree = machine(&[(CMDLINE, Some(line.as_bytes()))]);
+        for args in [
+            &["--trial", "always"][..],
+            &["--trial", "never"],
+            &["--layout", "full"],
+        ] {
+            let plan = planned(tree.path(), args);
+            let new = added_line(cmdline_edit(&plan)["diff"].as_str().unwrap());
+            // root-only: root is partition 1; full: partition 2.
+            let number = if args == ["--layout", "full"] { 2 } else { 1 };
+            let disk_id = plan["table"]["disk_id"].as_str().unwrap();
+            let expected = line
+                .trim_end()
+                .replace(&format!(" {hook}"), "")
+                .replace("6c586e13-02", &format!("{disk_id}-{number:02}"));
+            assert_eq!(new, expected, "{hook} {args:?}");
+            let notes = notes(&plan);
+            assert!(
+                notes
+                    .iter()
+                    .any(|n| n.contains(&format!("`{hook}`")) && n.contains("goes without it")),
+                "{hook} {args:?}: {notes:?}"
+            );
+        }
+        // The human plan, which the wizard shows too, says it.
+        let text = stdout(&run_plan(tree.path(), &[]));
+        assert!(text.contains("This system's boot files"), "{text}");
+        assert!(
+            text.contains(&format!("first-boot hook `{hook}`")),
+            "{text}"
+        );
+    }
+}
+
+/// bookworm's firstboot and the Imager's firstrun.sh set the system up:
+/// planned only after the first boot, with that as the way out.
+#[test]
+fn set_up_hooks_are_refused_until_the_system_has_booted_once() {
+    let cases = [
+        (
+            "console=serial0,115200 console=tty1 root=PARTUUID=6c586e13-02 rootfstype=ext4 fsck.repair=yes rootwait quiet init=/usr/lib/raspberrypi-sys-mods/firstboot\n",
+            vec!["init=/usr/lib/raspberrypi-sys-mods/firstboot"],
+        ),
+        (
+            "console=serial0,115200 console=tty1 root=PARTUUID=6c586e13-02 rootfstype=ext4 fsck.repair=yes rootwait quiet init=/usr/lib/raspberrypi-sys-mods/firstboot systemd.run=/boot/firstrun.sh systemd.run_success_action=reboot systemd.unit=kernel-command-line.target\n",
+            vec!["init=/usr/lib/raspberrypi-sys-mods/firstboot", "systemd.run=/boot/firstrun.sh"],
+        ),
+    ];
+    for (line, hooks) in cases {
+        let tree = machine(&[(CMDLINE, Some(line.as_bytes()))]);
+        for layout in ["root-only", "full"] {
+            let reasons = refused(tree.path(), &["--layout", layout]);
+            assert_eq!(reasons.len(), hooks.len(), "{reasons:?}");
+            for ((code, message, hint), hook) in reasons.iter().zip(&hooks) {
+                assert_eq!(code, "first-boot-pending");
+                assert!(message.contains(hook), "{message}");
+                assert!(hint.contains("boot the system once"), "{hint}");
+            }
+        }
+    }
+}
+
+/// Arch Linux ARM's fstab has no `/` line: cmdline.txt alone changes,
+/// fstab stays as it is, and the plan says why.
+#[test]
+fn fstab_without_a_root_line_is_migrated_through_cmdline_txt_alone() {
+    let fstab = b"# Static information about the filesystems.\n# See fstab(5) for details.\n\n# <file system> <dir> <type> <options> <dump> <pass>\n/dev/mmcblk0p1  /boot   vfat    defaults        0       0\n";
+    let tree = machine(&[("etc/fstab", Some(&fstab[..]))]);
+    for layout in ["root-only", "full"] {
+        let plan = planned(tree.path(), &["--layout", layout]);
+        let edits = plan["edits"].as_array().unwrap();
+        let fstab_edits: Vec<&Value> = edits.iter().filter(|e| e["file"] == "/etc/fstab").collect();
+        match layout {
+            // No /boot/firmware line and a /boot line: a full move renames it.
+            "full" => {
+                assert_eq!(fstab_edits.len(), 1);
+                let diff = fstab_edits[0]["diff"].as_str().unwrap();
+                assert!(
+                    !diff.contains("+PARTUUID=") || diff.contains("/boot"),
+                    "{diff}"
+                );
+            }
+            _ => assert!(fstab_edits.is_empty(), "{fstab_edits:?}"),
+        }
+        assert_eq!(plan["source"]["fstab_names_root"], false);
+        assert_eq!(plan["source"]["root_spec"]["value"], "6c586e13-02");
+        assert!(notes(&plan).iter().any(|n| n.contains("no line for /")));
+        assert!(
+            added_line(cmdline_edit(&plan)["diff"].as_str().unwrap()).contains("root=PARTUUID=")
+        );
+    }
+    let text = stdout(&run_plan(tree.path(), &[]));
+    assert!(text.contains("fstab has no / line"), "{text}");
+}
+
+/// LibreELEC, Volumio and Alpine diskless are named, alone, with a way to
+/// move them that is not "add a root= line".
+#[test]
+fn systems_without_a_root_partition_are_refused_by_name() {
+    let cases: [(&str, &[(&str, Option<&[u8]>)], &str); 3] = [
+        (
+            "LibreELEC",
+            &[
+                (CMDLINE, Some(b"boot=UUID=2306-0801 disk=UUID=f1ab2bd5-8ad8-4d6b-a5b3-0fe6b4d0e8a6 quiet console=tty0\n")),
+                ("boot/firmware/SYSTEM", Some(b"hsqs")),
+                ("boot/firmware/KERNEL", Some(b"kernel")),
+                ("etc/fstab", None),
+            ],
+            "boot=UUID=2306-0801",
+        ),
+        (
+            "Volumio",
+            &[(CMDLINE, Some(b"splash quiet console=serial0,115200 console=tty1 imgpart=UUID=6a4f8c7e-1b2d-4e9a-9f0c-3d5e7a1b2c4d imgfile=/volumio_current.sqsh bootpart=UUID=1A2B-3C4D datapart=UUID=0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0 uuidconfig bootconfig=/boot/config.txt rootwait bootdelay=5 logo.nologo vt.global_cursor_default=0 net.ifnames=0 loglevel=0\n"))],
+            "imgfile=/volumio_current.sqsh",
+        ),
+        (
+            "Alpine",
+            &[
+                (CMDLINE, Some(b"modules=loop,squashfs,sd-mod,usb-storage quiet console=tty1\n")),
+                ("boot/firmware/pi.apkovl.tar.gz", Some(b"\x1f\x8b")),
+                ("boot/firmware/boot/modloop-rpi", Some(b"hsqs")),
+            ],
+            "pi.apkovl.tar.gz",
+        ),
+    ];
+    for (system, files, evidence) in cases {
+        let tree = machine(files);
+        let reasons = refused(tree.path(), &[]);
+        assert_eq!(reasons.len(), 1, "{system}: {reasons:?}");
+        let (code, message, hint) = &reasons[0];
+        assert_eq!(code, "not-on-a-partition");
+        assert!(message.contains(system), "{message}");
+        assert!(message.contains(evidence), "{message}");
+        assert!(!hint.contains("root="), "{hint}");
+    }
+}
