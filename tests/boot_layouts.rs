@@ -256,3 +256,131 @@ fn systems_without_a_root_partition_are_refused_by_name() {
         assert!(!hint.contains("root="), "{hint}");
     }
 }
+
+/// Debian's raspi image: its fstab, the cmdline.txt its hook wrote, and
+/// /etc/default/raspi-firmware as the package ships it with the image's
+/// `ROOTPART=LABEL=RASPIROOT`.
+fn debian_raspi() -> tempfile::TempDir {
+    let data = |name: &str| {
+        std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/data/bootfiles/debian-raspi")
+                .join(name),
+        )
+        .unwrap()
+    };
+    let (cmdline, fstab, defaults) = (data("cmdline.txt"), data("fstab"), data("raspi-firmware"));
+    machine(&[
+        (CMDLINE, Some(&cmdline[..])),
+        ("etc/fstab", Some(&fstab[..])),
+        ("etc/default/raspi-firmware", Some(&defaults[..])),
+    ])
+}
+
+/// The edit of a file on the new root.
+fn target_root_edit<'a>(plan: &'a Value, file: &str) -> &'a Value {
+    plan["edits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["site"] == "target-root" && e["file"] == file)
+        .unwrap_or_else(|| panic!("no {file} edit in {:#}", plan["edits"]))
+}
+
+/// ROOTPART= follows root= on the new root, shown as a one-line diff, with
+/// a note; a root-only move without trial also says to reboot soon.
+#[test]
+fn raspi_firmware_rootpart_follows_the_new_root() {
+    let tree = debian_raspi();
+    for (args, partition) in [(&["--layout", "full"][..], 2), (&["--trial", "never"], 1)] {
+        let plan = planned(tree.path(), args);
+        let sig = plan["table"]["disk_id"].as_str().unwrap();
+        let edit = target_root_edit(&plan, "/etc/default/raspi-firmware");
+        assert_eq!(
+            added_line(edit["diff"].as_str().unwrap()),
+            format!("ROOTPART=PARTUUID={sig}-{partition:02}")
+        );
+        assert!(edit["diff"]
+            .as_str()
+            .unwrap()
+            .contains("-ROOTPART=LABEL=RASPIROOT"));
+        assert_eq!(
+            edit["backup"],
+            "/etc/default/raspi-firmware.pimigrate-backup"
+        );
+        assert!(notes(&plan)
+            .iter()
+            .any(|n| n.contains("raspi-firmware rebuilds cmdline.txt")));
+        let reboot_soon = plan["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("reboot soon"));
+        assert_eq!(reboot_soon, args == ["--trial", "never"], "{args:?}");
+    }
+}
+
+/// Issue #15 item 2, end to end with Debian's own hook: after the plan's
+/// edits (the executor's very function), a kernel update on the new root
+/// rewrites cmdline.txt with the root the migration chose; without the
+/// ROOTPART edit it would name the SD card's RASPIROOT again.
+#[test]
+fn the_real_raspi_firmware_hook_keeps_the_new_root_after_a_migration() {
+    let Some(package) = raspi_firmware::package() else {
+        return;
+    };
+    let tree = debian_raspi();
+    let output = run_plan(tree.path(), &["--json", "--layout", "full"]);
+    assert_eq!(exit_code(&output), 0, "{}", stdout(&output));
+    let plan: pimigrate::plan::Plan = serde_json::from_slice(&output.stdout).unwrap();
+    let edit_of = |file: &str| {
+        plan.edits
+            .iter()
+            .find(|e| {
+                e.file == Path::new(file)
+                    && (file != "/cmdline.txt" || e.site != pimigrate::plan::EditSite::TargetRoot)
+            })
+            .unwrap()
+    };
+    let shipped = std::fs::read(tree.path().join("etc/default/raspi-firmware")).unwrap();
+    let cmdline = std::fs::read(tree.path().join(CMDLINE)).unwrap();
+    let migrated_defaults =
+        pimigrate::plan::edits::apply(&shipped, &edit_of("/etc/default/raspi-firmware").operations)
+            .unwrap();
+    let migrated_cmdline =
+        pimigrate::plan::edits::apply(&cmdline, &edit_of("/cmdline.txt").operations).unwrap();
+    let root_of = |bytes: &[u8]| {
+        pimigrate::bootcfg::Cmdline::parse(bytes)
+            .unwrap()
+            .root()
+            .unwrap()
+    };
+    let chosen = root_of(&migrated_cmdline);
+
+    for (defaults, expected) in [
+        (&migrated_defaults, chosen.clone()),
+        (
+            &shipped,
+            pimigrate::bootcfg::DeviceSpec::Label("RASPIROOT".into()),
+        ),
+    ] {
+        let new_root = tempfile::tempdir().unwrap();
+        let sysroot = new_root.path();
+        std::fs::create_dir_all(sysroot.join("etc/default")).unwrap();
+        std::fs::create_dir_all(sysroot.join("boot/firmware")).unwrap();
+        std::fs::write(sysroot.join("etc/default/raspi-firmware"), defaults).unwrap();
+        std::fs::write(sysroot.join("boot/firmware/cmdline.txt"), &migrated_cmdline).unwrap();
+        raspi_firmware::run_hook(package.path(), sysroot);
+        let regenerated = std::fs::read(sysroot.join("boot/firmware/cmdline.txt")).unwrap();
+        assert_ne!(
+            regenerated, migrated_cmdline,
+            "the hook did not rewrite cmdline.txt"
+        );
+        assert_eq!(
+            root_of(&regenerated),
+            expected,
+            "{}",
+            String::from_utf8_lossy(&regenerated)
+        );
+    }
+}

@@ -16,10 +16,12 @@
 //! - [`configtxt`] evaluates the firmware's `config.txt` / `tryboot.txt` filters.
 //! - [`firstboot`] recognises first-boot hooks on a command line.
 //! - [`noroot`] recognises systems without a root partition (squashfs, RAM).
+//! - [`defaults`] reads and edits `/etc/default/` settings (raspi-firmware's `ROOTPART=`).
 //! - [`diff`] shows an edit as a unified diff, for plans and dry runs.
 
 pub mod cmdline;
 pub mod configtxt;
+pub mod defaults;
 pub mod diff;
 pub mod firstboot;
 pub mod fstab;

@@ -7,6 +7,7 @@ use super::source_check::CheckedSource;
 use super::trial::TRIAL_CMDLINE;
 use super::{EditOperation, EditSite, FileEdit, MkfsStep, PartitionRole, TablePlan};
 use crate::bootcfg::cmdline::CmdlineError;
+use crate::bootcfg::defaults::{Defaults, DefaultsError};
 use crate::bootcfg::fstab::FstabError;
 use crate::bootcfg::{unified_diff, Cmdline, DeviceSpec, Fstab};
 use crate::system::System;
@@ -30,6 +31,8 @@ pub enum EditError {
     Fstab(#[from] FstabError),
     #[error("{0}")]
     Cmdline(#[from] CmdlineError),
+    #[error("{0}")]
+    Defaults(#[from] DefaultsError),
     /// An operation meant for another kind of file.
     #[error("{op:?} cannot be applied to {file}")]
     Misplaced {
@@ -44,6 +47,23 @@ pub fn apply(bytes: &[u8], operations: &[EditOperation]) -> Result<Vec<u8>, Edit
         op: op.clone(),
         file,
     };
+    if operations
+        .iter()
+        .any(|op| matches!(op, EditOperation::DefaultsSet { .. }))
+    {
+        let mut defaults = Defaults::parse(bytes)?;
+        for op in operations {
+            match op {
+                EditOperation::DefaultsSet {
+                    key,
+                    value,
+                    comment,
+                } => defaults.set(key, value, comment)?,
+                other => return Err(misplaced(other, "an /etc/default file")),
+            }
+        }
+        return Ok(defaults.to_bytes());
+    }
     let is_fstab = operations
         .iter()
         .any(|op| matches!(op, EditOperation::FstabSetSpec { .. }));

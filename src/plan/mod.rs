@@ -11,6 +11,7 @@ pub mod mkfs;
 pub mod options;
 pub mod planner;
 pub mod refusal;
+pub mod regenerated;
 pub mod render;
 mod source_check;
 mod target;
@@ -218,6 +219,13 @@ pub enum EditOperation {
     /// Leaves out an argument written exactly so (a first-boot hook).
     CmdlineRemove {
         arg: String,
+    },
+    /// Sets `key=value` in an `/etc/default/` file (raspi-firmware's
+    /// ROOTPART), appended under `comment` when no line assigns it.
+    DefaultsSet {
+        key: String,
+        value: String,
+        comment: String,
     },
 }
 

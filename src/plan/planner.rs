@@ -8,6 +8,7 @@ use super::firmware::{boot_order_advice, check_full_move_bootable, choose_table,
 use super::geometry::{self, Geometry};
 use super::ids::{new_ids, KnownIds, NewIds};
 use super::mkfs::mkfs_steps;
+use super::regenerated::raspi_firmware;
 use super::source_check::{check_source, CheckedSource};
 use super::target::{check_target_is_free, identity, resolve_target};
 use super::trial::{trial_boot, wants_trial};
@@ -169,10 +170,11 @@ pub fn plan_with_progress(
     } else {
         None
     };
-    let (edits, trial_boot) = match (edits, trial_boot.transpose()) {
-        (Ok(edits), Ok(trial_boot)) => (edits, trial_boot),
-        (edits, trial_boot) => {
-            let reasons = [edits.err(), trial_boot.err()]
+    let regenerated = raspi_firmware(system, &source, &table, &filesystems, options.layout, trial);
+    let (mut edits, trial_boot, regenerated) = match (edits, trial_boot.transpose(), regenerated) {
+        (Ok(edits), Ok(trial_boot), Ok(regenerated)) => (edits, trial_boot, regenerated),
+        (edits, trial_boot, regenerated) => {
+            let reasons = [edits.err(), trial_boot.err(), regenerated.err()]
                 .into_iter()
                 .flatten()
                 .collect();
@@ -180,6 +182,12 @@ pub fn plan_with_progress(
         }
     };
     let mut warnings = warnings(system, target, &geometry, options.layout);
+    let mut notes = demands.notes;
+    if let Some(regenerated) = regenerated {
+        edits.push(regenerated.edit);
+        notes.push(regenerated.note);
+        warnings.extend(regenerated.warning);
+    }
     let boot_order = (options.layout == Layout::Full)
         .then(|| boot_order_advice(system, target, &mut warnings))
         .flatten();
@@ -210,7 +218,7 @@ pub fn plan_with_progress(
         trial_boot,
         boot_order,
         warnings,
-        notes: demands.notes,
+        notes,
     })
 }
 
