@@ -384,3 +384,89 @@ fn the_real_raspi_firmware_hook_keeps_the_new_root_after_a_migration() {
         );
     }
 }
+
+fn ubuntu_focal(name: &str) -> Vec<u8> {
+    std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/bootfiles/ubuntu-focal")
+            .join(name),
+    )
+    .unwrap()
+}
+
+/// Ubuntu 20.04's config.txt sets cmdline=cmdline.txt and then includes
+/// syscfg.txt, which sets it again: tryboot.txt's cmdline= goes after the
+/// includes, read as the firmware reads them, and the plan says why.
+#[test]
+fn a_trial_boot_through_ubuntus_includes_puts_cmdline_where_nothing_overrides_it() {
+    let (config, syscfg, usercfg) = (
+        ubuntu_focal("config.txt"),
+        ubuntu_focal("syscfg.txt"),
+        ubuntu_focal("usercfg.txt"),
+    );
+    let tree = machine(&[
+        ("boot/firmware/config.txt", Some(&config[..])),
+        ("boot/firmware/syscfg.txt", Some(&syscfg[..])),
+        ("boot/firmware/usercfg.txt", Some(&usercfg[..])),
+    ]);
+    let plan = planned(tree.path(), &["--trial", "always"]);
+    let trial = &plan["trial_boot"];
+    let diff = trial["diff"].as_str().unwrap();
+    let added: Vec<&str> = diff
+        .lines()
+        .filter(|l| l.starts_with('+') && !l.starts_with("+++"))
+        .collect();
+    assert_eq!(
+        added,
+        ["+[all]", "+cmdline=cmdline.pimigrate.txt"],
+        "{diff}"
+    );
+    assert!(
+        !diff
+            .lines()
+            .any(|l| l.starts_with('-') && !l.starts_with("---")),
+        "{diff}"
+    );
+    let note = trial["note"].as_str().unwrap();
+    assert!(
+        note.contains("syscfg.txt") && note.contains("last assignment wins"),
+        "{note}"
+    );
+
+    // The tryboot.txt that results, read with its includes for a Pi 4 in
+    // a trial boot, selects the trial's command line.
+    let mut tryboot = config.clone();
+    tryboot.extend_from_slice(b"[all]\ncmdline=cmdline.pimigrate.txt\n");
+    let settings = pimigrate::bootcfg::ConfigTxt::parse(&tryboot)
+        .unwrap()
+        .effective_with(
+            &pimigrate::bootcfg::FilterContext::new(Some("pi4"), true),
+            &mut |name: &str| Ok(std::fs::read(tree.path().join("boot/firmware").join(name)).ok()),
+        );
+    assert_eq!(settings.cmdline_file(), "cmdline.pimigrate.txt");
+    assert!(settings.is_certain());
+
+    let text = stdout(&run_plan(tree.path(), &["--trial", "always"]));
+    assert!(text.contains("where nothing overrides it"), "{text}");
+}
+
+/// An include pimigrate cannot read leaves it unsure which command line a
+/// trial boot reads: it says so, and offers --no-trial.
+#[test]
+fn an_unreadable_include_refuses_the_trial_and_offers_no_trial() {
+    let config = ubuntu_focal("config.txt");
+    let tree = machine(&[("boot/firmware/config.txt", Some(&config[..]))]);
+    // A directory where syscfg.txt should be: there, but not readable.
+    std::fs::create_dir(tree.path().join("boot/firmware/syscfg.txt")).unwrap();
+    let reasons = refused(tree.path(), &["--trial", "always"]);
+    assert_eq!(reasons.len(), 1, "{reasons:?}");
+    let (code, message, hint) = &reasons[0];
+    assert_eq!(code, "trial-unavailable");
+    assert!(
+        message.contains("cannot be sure") && message.contains("syscfg.txt"),
+        "{message}"
+    );
+    assert!(hint.contains("--no-trial"), "{hint}");
+    // Without the trial, the plan goes ahead.
+    planned(tree.path(), &["--trial", "never"]);
+}

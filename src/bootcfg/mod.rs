@@ -31,8 +31,8 @@ mod text;
 
 pub use cmdline::{Cmdline, CmdlineError};
 pub use configtxt::{
-    BootSettings, ConfigTxt, ConfigTxtError, FilterContext, Initramfs, InitramfsAddress,
-    UncertainSetting,
+    BootSettings, ConfigTxt, ConfigTxtError, FilterContext, IncludeReader, Initramfs,
+    InitramfsAddress, UncertainSetting,
 };
 pub use diff::unified_diff;
 pub use fstab::{Fstab, FstabEntry, FstabError};

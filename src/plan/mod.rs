@@ -239,6 +239,10 @@ pub struct TrialBoot {
     pub backup: Option<PathBuf>,
     /// config.txt → tryboot.txt.
     pub diff: String,
+    /// Where tryboot.txt's `cmdline=` went and why, when config.txt's
+    /// includes mattered (Ubuntu's syscfg.txt, usercfg.txt).
+    #[serde(default)]
+    pub note: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -311,6 +311,9 @@ fn trial_boot(out: &mut String, plan: &Plan) {
              `pimigrate verify --commit` then makes it permanent.",
             trial.tryboot_file.display()
         );
+        if let Some(note) = &trial.note {
+            let _ = writeln!(out, "  {note}");
+        }
         if let Some(backup) = &trial.backup {
             let _ = writeln!(
                 out,
