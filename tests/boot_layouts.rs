@@ -470,3 +470,169 @@ fn an_unreadable_include_refuses_the_trial_and_offers_no_trial() {
     // Without the trial, the plan goes ahead.
     planned(tree.path(), &["--trial", "never"]);
 }
+
+/// A copy of fixture `name` with `files` written over it.
+fn machine_from(name: &str, files: &[(&str, &[u8])]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", fixture(name).display()))
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    for (file, contents) in files {
+        std::fs::write(dir.path().join(file), contents).unwrap();
+    }
+    dir
+}
+
+/// A full-move plan on `root` with a fake `rpi-eeprom-config` printing
+/// `eeprom` (none when `None`): its exit code and JSON.
+fn full_plan(root: &Path, target: &str, eeprom: Option<&str>) -> (i32, Value) {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = tempfile::tempdir().unwrap();
+    if let Some(config) = eeprom {
+        let tool = bin.path().join("rpi-eeprom-config");
+        std::fs::write(&tool, format!("#!/bin/sh\nprintf '{config}'\n")).unwrap();
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let output = pimigrate()
+        .arg("--sysroot")
+        .arg(root)
+        .args([
+            "plan", "--json", "--seed", "42", "--layout", "full", "--target", target,
+        ])
+        .env(
+            "PATH",
+            format!("{}:/usr/bin:/bin:/usr/sbin:/sbin", bin.path().display()),
+        )
+        .output()
+        .unwrap();
+    (exit_code(&output), json(&output))
+}
+
+fn texts(value: &Value) -> Vec<String> {
+    value
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|v| v.as_str().unwrap_or_default().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Item 7: a Pi 4 whose bootloader predates USB boot (2020-09-03) is
+/// refused a full move to USB with the update as the fix; a newer one
+/// passes; one whose date cannot be read is planned with that said.
+#[test]
+fn a_pi4_bootloader_too_old_for_usb_boot_is_refused_with_the_update() {
+    let ts = "proc/device-tree/chosen/bootloader/build-timestamp";
+    // 2020-04-16, the bootloader Pi 4s shipped with before USB boot.
+    let old = machine_from("pi4", &[(ts, &1_587_038_400u32.to_be_bytes())]);
+    let (code, refusal) = full_plan(old.path(), "/dev/sda", None);
+    assert_eq!(code, 3, "{refusal:#}");
+    let reason = &refusal["reasons"][0];
+    assert_eq!(reason["code"], "bootloader-too-old");
+    assert!(reason["message"].as_str().unwrap().contains("2020-04-16"));
+    assert!(reason["hint"]
+        .as_str()
+        .unwrap()
+        .contains("rpi-eeprom-update -a"));
+    // A root-only move does not need the bootloader to boot USB.
+    assert_eq!(exit_code(&run_plan(old.path(), &["--json"])), 0);
+
+    let new = machine_from("pi4", &[(ts, &1_700_000_000u32.to_be_bytes())]);
+    let (code, plan) = full_plan(new.path(), "/dev/sda", None);
+    assert_eq!(code, 0, "{plan:#}");
+    assert!(!texts(&plan["notes"])
+        .iter()
+        .any(|n| n.contains("bootloader's date")));
+
+    let (code, plan) = full_plan(&fixture("pi4"), "/dev/sda", None);
+    assert_eq!(code, 0, "{plan:#}");
+    assert!(
+        texts(&plan["notes"])
+            .iter()
+            .any(|n| n.contains("2020-09-03")),
+        "{:#}",
+        plan["notes"]
+    );
+}
+
+/// Item 7: a Pi 5 NVMe full move without a HAT+ says PCIE_PROBE=1 and
+/// dtparam=pciex1 exactly, as far as it can read them.
+#[test]
+fn a_pi5_nvme_move_without_a_hat_plus_names_pcie_probe_and_pciex1() {
+    let warns =
+        |plan: &Value, what: &str| texts(&plan["warnings"]).iter().any(|w| w.contains(what));
+    let (code, plan) = full_plan(
+        &fixture("pi5"),
+        "/dev/nvme0n1",
+        Some("[all]\\nBOOT_ORDER=0xf416\\n"),
+    );
+    assert_eq!(code, 0, "{plan:#}");
+    assert!(
+        warns(&plan, "add the line PCIE_PROBE=1"),
+        "{:#}",
+        plan["warnings"]
+    );
+    // The fixture's config.txt has dtparam=pciex1 (near its end).
+    assert!(!warns(&plan, "dtparam=pciex1"), "{:#}", plan["warnings"]);
+
+    let config =
+        String::from_utf8(std::fs::read(fixture("pi5").join("boot/firmware/config.txt")).unwrap())
+            .unwrap();
+    let without_pciex1 = config.replace("dtparam=pciex1\n", "");
+    let bare = machine_from(
+        "pi5",
+        &[("boot/firmware/config.txt", without_pciex1.as_bytes())],
+    );
+    let (code, plan) = full_plan(
+        bare.path(),
+        "/dev/nvme0n1",
+        Some("[all]\\nBOOT_ORDER=0xf416\\nPCIE_PROBE=1\\n"),
+    );
+    assert_eq!(code, 0, "{plan:#}");
+    assert!(!warns(&plan, "PCIE_PROBE"), "{:#}", plan["warnings"]);
+    assert!(
+        warns(&plan, "Add the line dtparam=pciex1"),
+        "{:#}",
+        plan["warnings"]
+    );
+
+    let ready = machine_from("pi5", &[]);
+    let (code, plan) = full_plan(
+        ready.path(),
+        "/dev/nvme0n1",
+        Some("[all]\\nBOOT_ORDER=0xf416\\nPCIE_PROBE=1\\n"),
+    );
+    assert_eq!(code, 0, "{plan:#}");
+    assert!(
+        !warns(&plan, "PCIE_PROBE") && !warns(&plan, "pciex1"),
+        "{:#}",
+        plan["warnings"]
+    );
+
+    // Unreadable bootloader configuration: said, not guessed.
+    let (_, plan) = full_plan(ready.path(), "/dev/nvme0n1", None);
+    assert!(texts(&plan["notes"])
+        .iter()
+        .any(|n| n.contains("could not be read") && n.contains("PCIE_PROBE=1")));
+
+    let hat = machine_from("pi5", &[]);
+    std::fs::create_dir_all(hat.path().join("proc/device-tree/hat")).unwrap();
+    std::fs::write(
+        hat.path().join("proc/device-tree/hat/product"),
+        b"M.2 HAT+\0",
+    )
+    .unwrap();
+    let (_, plan) = full_plan(
+        hat.path(),
+        "/dev/nvme0n1",
+        Some("[all]\\nBOOT_ORDER=0xf416\\n"),
+    );
+    assert!(!warns(&plan, "PCIE_PROBE"), "{:#}", plan["warnings"]);
+    assert!(texts(&plan["notes"]).iter().any(|n| n.contains("M.2 HAT+")));
+}

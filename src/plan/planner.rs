@@ -4,7 +4,9 @@
 
 use super::boot_layout::demands;
 use super::edits::plan_edits;
-use super::firmware::{boot_order_advice, check_full_move_bootable, choose_table, family_name};
+use super::firmware::{
+    boot_order_advice, check_full_move_bootable, choose_table, family_name, firmware_prerequisites,
+};
 use super::geometry::{self, Geometry};
 use super::ids::{new_ids, KnownIds, NewIds};
 use super::mkfs::mkfs_steps;
@@ -62,10 +64,24 @@ pub fn plan_with_progress(
             return Err(Refusal { reasons });
         }
     };
+    let mut firmware_notes = Vec::new();
+    let mut firmware_warnings = Vec::new();
     if options.layout == Layout::Full {
         if let Err(reason) = check_full_move_bootable(system, target) {
             reasons.push(reason);
         }
+        let config_txt = system
+            .source
+            .config_txt
+            .as_ref()
+            .map(|c| c.bytes.as_slice());
+        reasons.extend(firmware_prerequisites(
+            system,
+            config_txt,
+            target,
+            &mut firmware_notes,
+            &mut firmware_warnings,
+        ));
     }
     let geometry = geometry::compute(&geometry::Request {
         disk_bytes: target.size_bytes,
@@ -182,7 +198,9 @@ pub fn plan_with_progress(
         }
     };
     let mut warnings = warnings(system, target, &geometry, options.layout);
+    warnings.extend(firmware_warnings);
     let mut notes = demands.notes;
+    notes.extend(firmware_notes);
     if let Some(regenerated) = regenerated {
         edits.push(regenerated.edit);
         notes.push(regenerated.note);
