@@ -11,7 +11,7 @@ use std::path::Path;
 
 /// The Pi 4 fixture with `files` (path, contents) written over it; `None`
 /// removes the file.
-fn machine(files: &[(&str, Option<&[u8]>)]) -> tempfile::TempDir {
+fn machine(files: &[FileOverride]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let status = std::process::Command::new("cp")
         .arg("-a")
@@ -103,6 +103,9 @@ fn notes(plan: &Value) -> Vec<String> {
 }
 
 const CMDLINE: &str = "boot/firmware/cmdline.txt";
+
+/// A file written over the fixture (path, contents), or removed (`None`).
+type FileOverride<'a> = (&'a str, Option<&'a [u8]>);
 
 /// Each resize-only hook (pi-gen buster's init_resize.sh, trixie's
 /// `resize`) is left out of the new command line, in every layout, with a
@@ -219,7 +222,7 @@ fn fstab_without_a_root_line_is_migrated_through_cmdline_txt_alone() {
 /// move them that is not "add a root= line".
 #[test]
 fn systems_without_a_root_partition_are_refused_by_name() {
-    let cases: [(&str, &[(&str, Option<&[u8]>)], &str); 3] = [
+    let cases: [(&str, &[FileOverride], &str); 3] = [
         (
             "LibreELEC",
             &[

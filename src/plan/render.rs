@@ -381,6 +381,28 @@ mod tests {
         assert!(brief.contains("nothing written yet"), "{brief}");
     }
 
+    /// What the plan does with a system's boot layout (a first-boot hook
+    /// left out, issue #15) is said wherever the plan is shown: in the
+    /// wizard, and in `-q migrate`'s brief plan too.
+    #[test]
+    fn boot_layout_notes_are_shown_for_every_purpose_and_detail() {
+        let (_host, system) = crate::system::inspect_fixture("pi4");
+        let mut options = Options::new("/dev/sda");
+        options.seed = Some(7);
+        let mut plan = crate::plan::plan(&system, &options).expect("planning for the pi4 fixture");
+        plan.notes
+            .push("cmdline.txt still has the first-boot hook `resize` (...)".into());
+        for detail in [Detail::Brief, Detail::Normal, Detail::Full] {
+            for purpose in [Purpose::DryRun, Purpose::Migrate, Purpose::Wizard] {
+                let text = plan_text(&plan, detail, purpose);
+                assert!(
+                    text.contains("This system's boot files\n  * cmdline.txt still has the first-boot hook `resize`"),
+                    "{detail:?} {purpose:?}: {text}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn nested_mounts_are_left_to_their_outermost() {
         let all: Vec<PathBuf> = [
