@@ -135,41 +135,6 @@ pub fn ubuntu_style(config: &str) -> [(&'static str, String); 3] {
     ]
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::firmware::parse_config_with;
-
-    /// What the firmware stand-in reads from the Ubuntu-style files: the
-    /// same kernel as before, cmdline.txt through syscfg.txt; and a
-    /// tryboot.txt with cmdline= replaced in config.txt alone still boots
-    /// cmdline.txt, which is what the migrate-trial scenario guards.
-    #[test]
-    fn ubuntu_style_config_boots_the_same_and_needs_cmdline_after_the_includes() {
-        let original = "arm_64bit=1\n[pi4]\narm_boost=1\n[all]\nkernel=vmlinuz\ninitramfs initrd.img followkernel\n";
-        let files = ubuntu_style(original);
-        let read_from = |files: &[(&'static str, String); 3], name: &str| {
-            files
-                .iter()
-                .find(|(n, _)| *n == name)
-                .map(|(_, c)| c.clone())
-        };
-        let config = &files[0].1;
-        let normal = parse_config_with(config, false, &mut |n| read_from(&files, n));
-        assert_eq!(normal, crate::firmware::parse_config(original, false));
-        let replaced_in_place =
-            config.replace("cmdline=cmdline.txt", "cmdline=cmdline.pimigrate.txt");
-        let trial = parse_config_with(&replaced_in_place, true, &mut |n| read_from(&files, n));
-        assert_eq!(
-            trial.cmdline, "cmdline.txt",
-            "syscfg.txt overrides config.txt's own line"
-        );
-        let appended = format!("{config}[all]\ncmdline=cmdline.pimigrate.txt\n");
-        let trial = parse_config_with(&appended, true, &mut |n| read_from(&files, n));
-        assert_eq!(trial.cmdline, "cmdline.pimigrate.txt");
-    }
-}
-
 /// The job that finds the disk with serial `serial` as `$target`, runs
 /// `pimigrate migrate --target "$target" --yes ARGS` and prints the plan's
 /// ids from the journal ([`JOURNAL_FACTS`]).
@@ -212,4 +177,39 @@ pub fn fact(facts: &BTreeMap<String, String>, key: &str) -> Result<String> {
         .get(key)
         .cloned()
         .with_context(|| format!("the job printed no {key}="))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::firmware::parse_config_with;
+
+    /// What the firmware stand-in reads from the Ubuntu-style files: the
+    /// same kernel as before, cmdline.txt through syscfg.txt; and a
+    /// tryboot.txt with cmdline= replaced in config.txt alone still boots
+    /// cmdline.txt, which is what the migrate-trial scenario guards.
+    #[test]
+    fn ubuntu_style_config_boots_the_same_and_needs_cmdline_after_the_includes() {
+        let original = "arm_64bit=1\n[pi4]\narm_boost=1\n[all]\nkernel=vmlinuz\ninitramfs initrd.img followkernel\n";
+        let files = ubuntu_style(original);
+        let read_from = |files: &[(&'static str, String); 3], name: &str| {
+            files
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, c)| c.clone())
+        };
+        let config = &files[0].1;
+        let normal = parse_config_with(config, false, &mut |n| read_from(&files, n));
+        assert_eq!(normal, crate::firmware::parse_config(original, false));
+        let replaced_in_place =
+            config.replace("cmdline=cmdline.txt", "cmdline=cmdline.pimigrate.txt");
+        let trial = parse_config_with(&replaced_in_place, true, &mut |n| read_from(&files, n));
+        assert_eq!(
+            trial.cmdline, "cmdline.txt",
+            "syscfg.txt overrides config.txt's own line"
+        );
+        let appended = format!("{config}[all]\ncmdline=cmdline.pimigrate.txt\n");
+        let trial = parse_config_with(&appended, true, &mut |n| read_from(&files, n));
+        assert_eq!(trial.cmdline, "cmdline.pimigrate.txt");
+    }
 }
