@@ -546,7 +546,7 @@ fn broken_boot_files_are_refused_with_what_is_wrong() {
         ),
         (
             "etc/fstab",
-            b"proc /proc proc defaults 0 0\n",
+            b"/dev/mmcblk0p2 / ext4 defaults 0 1\n/dev/sda2 / ext4 defaults 0 1\n",
             "source-fstab",
             "/",
         ),

@@ -488,3 +488,91 @@ fn a_target_that_fills_up_fails_clearly_and_leaves_the_sd_card_alone() {
     assert!(log.contains("error: "), "{log}");
     assert!(message.contains("the full log is in"), "{message}");
 }
+
+/// Issue #15 item 2 on a real migration: Debian's raspi-firmware hook,
+/// run as a kernel update would on the new root, writes the migrated
+/// root into cmdline.txt; after `rollback` the SD card's own setting and
+/// its restored cmdline.txt name the SD card's root again.
+#[test]
+fn raspi_firmware_regenerates_the_migrated_root_and_rollback_agrees() {
+    if !require_root("migrating to a loop device") {
+        return;
+    }
+    let Some(package) = common::raspi_firmware::package() else {
+        return;
+    };
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/bootfiles/debian-raspi");
+    let setup = Setup::new();
+    let defaults = std::fs::read(data.join("raspi-firmware")).unwrap();
+    std::fs::create_dir_all(setup.tree.path().join("etc/default")).unwrap();
+    std::fs::write(
+        setup.tree.path().join("etc/default/raspi-firmware"),
+        &defaults,
+    )
+    .unwrap();
+    std::fs::copy(data.join("cmdline.txt"), setup.boot().join("cmdline.txt")).unwrap();
+    std::fs::copy(data.join("fstab"), setup.tree.path().join("etc/fstab")).unwrap();
+    let out = migrated(&setup.run(&[
+        "--json",
+        "migrate",
+        "--target",
+        &setup.device,
+        "--yes",
+        "--trial",
+        "never",
+    ]));
+    let plan = &out["journal"]["plan"];
+    let partuuid = plan["table"]["partitions"][0]["partuuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let start = plan["table"]["partitions"][0]["start_sector"]
+        .as_u64()
+        .unwrap();
+    let migrated_cmdline = std::fs::read(setup.boot().join("cmdline.txt")).unwrap();
+    let root_of = |bytes: &[u8]| {
+        pimigrate::bootcfg::Cmdline::parse(bytes)
+            .unwrap()
+            .root()
+            .unwrap()
+            .to_string()
+    };
+
+    // A kernel update on the new root: its own setting, the SD card's boot files.
+    setup.inspect_root(start, |mnt| {
+        let sysroot = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(sysroot.path().join("etc/default")).unwrap();
+        std::fs::create_dir_all(sysroot.path().join("boot/firmware")).unwrap();
+        std::fs::copy(
+            mnt.join("etc/default/raspi-firmware"),
+            sysroot.path().join("etc/default/raspi-firmware"),
+        )
+        .unwrap();
+        std::fs::write(
+            sysroot.path().join("boot/firmware/cmdline.txt"),
+            &migrated_cmdline,
+        )
+        .unwrap();
+        common::raspi_firmware::run_hook(package.path(), sysroot.path());
+        let regenerated = std::fs::read(sysroot.path().join("boot/firmware/cmdline.txt")).unwrap();
+        assert_eq!(root_of(&regenerated), format!("PARTUUID={partuuid}"));
+        assert_eq!(root_of(&regenerated), root_of(&migrated_cmdline));
+    });
+    // The SD card's root keeps its setting; after rollback it agrees with
+    // the restored cmdline.txt again.
+    assert_eq!(
+        std::fs::read(setup.tree.path().join("etc/default/raspi-firmware")).unwrap(),
+        defaults
+    );
+    let output = setup.run(&["rollback", "--yes"]);
+    assert_eq!(exit_code(&output), 0, "{}", stderr(&output));
+    let sysroot = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(sysroot.path().join("etc/default")).unwrap();
+    std::fs::create_dir_all(sysroot.path().join("boot/firmware")).unwrap();
+    std::fs::write(sysroot.path().join("etc/default/raspi-firmware"), &defaults).unwrap();
+    common::raspi_firmware::run_hook(package.path(), sysroot.path());
+    let regenerated = std::fs::read(sysroot.path().join("boot/firmware/cmdline.txt")).unwrap();
+    let restored = std::fs::read(setup.boot().join("cmdline.txt")).unwrap();
+    assert_eq!(root_of(&regenerated), "LABEL=RASPIROOT");
+    assert_eq!(root_of(&regenerated), root_of(&restored));
+}

@@ -10,6 +10,7 @@ mod common;
 
 // The binary on fixture machines and on files: no privileges.
 mod assets; // what the .deb installs
+mod boot_layouts; // distributions' boot layouts planned (issue #15)
 mod bootcfg_realworld; // boot files as real systems ship them
 mod cli_fixtures; // devices and plan on fixture sysfs trees
 mod json_schemas; // every --json document and its schema

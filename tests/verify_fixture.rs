@@ -744,3 +744,54 @@ fn an_initramfs_resume_device_naming_the_old_root() {
         "set RESUME=none",
     );
 }
+
+/// Arch Linux ARM's fstab has no `/` line (issue #15): the kernel's root=
+/// is what mounted the target, and verify passes on that alone.
+#[test]
+fn fstab_without_a_root_line_passes_on_the_kernels_root() {
+    let pi = Machine::new();
+    pi.edit(
+        "/etc/fstab",
+        "PARTUUID=2f4a9c17-01  /               ext4    defaults,noatime  0       1\n",
+        "",
+    );
+    let (code, report) = pi.verify(&[]);
+    assert_eq!(code, 0, "{report:#}");
+    assert!(report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["pass"] == true));
+}
+
+/// Debian's raspi-firmware rewrites cmdline.txt from ROOTPART= on every
+/// kernel update (issue #15): after the commit, a ROOTPART naming the SD
+/// card's root is a warning with the fix; one naming the target is quiet.
+#[test]
+fn a_raspi_firmware_rootpart_that_disagrees_with_cmdline_txt_warns() {
+    let pi = Machine::new();
+    pi.write("/boot/firmware/cmdline.txt", TRIAL_CMDLINE);
+    pi.change_journal(|journal| journal.committed = Some(1_700_000_000));
+    pi.write(
+        "/etc/default/raspi-firmware",
+        "#ROOTPART=/dev/mmcblk0p2\nROOTPART=LABEL=RASPIROOT\n",
+    );
+    let (_, report) = pi.verify(&[]);
+    let found = warning(&report, "regenerated-cmdline-differs").expect("a warning");
+    let message = found["message"].as_str().unwrap();
+    assert!(message.contains("ROOTPART=LABEL=RASPIROOT"), "{message}");
+    assert!(found["fix"][0]
+        .as_str()
+        .unwrap()
+        .contains("ROOTPART=PARTUUID=2f4a9c17-01"));
+
+    pi.write(
+        "/etc/default/raspi-firmware",
+        "ROOTPART=PARTUUID=2f4a9c17-01\n",
+    );
+    let (_, report) = pi.verify(&[]);
+    assert!(
+        warning(&report, "regenerated-cmdline-differs").is_none(),
+        "{report:#}"
+    );
+}

@@ -132,9 +132,13 @@ fn apply_steps(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<
     // The SD card's changes are journaled before the journal travels to the
     // new root, so `rollback` there knows them too.
     let source_boot = match plan.edits.iter().find(|e| e.site == EditSite::SourceBoot) {
-        Some(edit) if !journal.is_done(Step::SourceBootEdited) => {
-            Some(prepare_source_boot(&sd_boot, &mut journal, edit, &plan)?)
-        }
+        Some(edit) if !journal.is_done(Step::SourceBootEdited) => Some(prepare_source_boot(
+            &sd_boot,
+            &mut journal,
+            edit,
+            &plan,
+            system.pi.config_filter,
+        )?),
         _ => None,
     };
     journal.save(&state_dir)?;
@@ -372,6 +376,7 @@ fn prepare_source_boot(
     journal: &mut Journal,
     edit: &FileEdit,
     plan: &Plan,
+    model: Option<&str>,
 ) -> Result<SourceBootWrites> {
     let on_boot = |p: &Path| journal.boot_dir.join(p.strip_prefix("/").unwrap_or(p));
     let current = sd_boot.read(&edit.file)?;
@@ -381,7 +386,17 @@ fn prepare_source_boot(
             let config = sd_boot
                 .read(Path::new(CONFIG_TXT))
                 .context("reading config.txt")?;
-            let tryboot = trial::tryboot_contents(&config)?;
+            // Includes are read from the SD card as they are now, like
+            // config.txt itself, through the boot partition's one reader.
+            let mut read = |name: &str| -> std::result::Result<Option<Vec<u8>>, String> {
+                let file = Path::new("/").join(name.trim_start_matches('/'));
+                match sd_boot.exists(&file) {
+                    Ok(false) => Ok(None),
+                    Ok(true) => sd_boot.read(&file).map(Some).map_err(|e| format!("{e:#}")),
+                    Err(e) => Err(format!("{e:#}")),
+                }
+            };
+            let tryboot = trial::tryboot_contents(&config, model, &mut read)?.bytes;
             let mut created = vec![on_boot(Path::new(trial::TRIAL_CMDLINE))];
             let mut backups = Vec::new();
             match &trial.backup {

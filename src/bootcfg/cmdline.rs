@@ -302,6 +302,23 @@ impl Cmdline {
         !matching.is_empty()
     }
 
+    /// Removes every kernel argument written exactly as `arg` (a first-boot
+    /// hook such as `init=/usr/lib/raspi-config/init_resize.sh`), leaving an
+    /// `init=` with another value alone; true if any was removed.
+    pub fn remove_exact(&mut self, arg: &str) -> bool {
+        let end = self.kernel_args().len();
+        let matching: Vec<usize> = (0..end).filter(|&i| self.args[i].text == arg).collect();
+        for &index in matching.iter().rev() {
+            self.remove_at(index);
+        }
+        !matching.is_empty()
+    }
+
+    /// The kernel's arguments (those before a bare `--`), as written.
+    pub fn kernel_arguments(&self) -> impl Iterator<Item = &str> {
+        self.kernel_args().iter().map(|arg| arg.text.as_str())
+    }
+
     /// All arguments in order, as written (including a `--` and what follows).
     pub fn args(&self) -> impl Iterator<Item = &str> {
         self.args.iter().map(|arg| arg.text.as_str())

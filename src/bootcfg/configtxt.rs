@@ -28,13 +28,32 @@
 //! applied but reported in [`BootSettings::uncertain`], so a caller can refuse
 //! to guess which `cmdline.txt` the firmware will read.
 //!
-//! `include FILE` lines are listed in [`BootSettings::includes`]; the included
-//! files are not read here.
+//! # Includes
+//!
+//! `include FILE` inserts FILE (a name on the boot partition) where the line
+//! stands, as Ubuntu's `include syscfg.txt` / `include usercfg.txt` do: the
+//! firmware reads its lines in place, the filters in force carry into it and
+//! out of it, and a later assignment of a setting wins over an earlier one.
+//! [`ConfigTxt::effective_with`] reads them so (through a reader the caller
+//! gives, nested up to [`MAX_INCLUDE_DEPTH`]); an include under a filter that
+//! does not hold is not read, one under a filter that may hold makes its
+//! settings uncertain, a missing file adds nothing (the firmware skips it),
+//! and one that cannot be read or parsed is listed in
+//! [`BootSettings::unread_includes`], so the result is not certain.
+//! [`ConfigTxt::effective`] reads none of them.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
 
 use super::text::{decode, join_lines, preferred_ending, split_lines, NotText, RawLine};
+
+/// Reads an included file by its name on the boot partition: its bytes,
+/// `Ok(None)` when it does not exist, or why it cannot be read.
+pub type IncludeReader<'a> = dyn FnMut(&str) -> Result<Option<Vec<u8>>, String> + 'a;
+
+/// How deep includes nest before the rest is treated as unknown (a file
+/// that includes itself would otherwise never end).
+pub const MAX_INCLUDE_DEPTH: usize = 8;
 
 /// Why a `config.txt` cannot be used or edited.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -127,6 +146,8 @@ impl Initramfs {
 /// A boot setting whose effect this module cannot decide.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct UncertainSetting {
+    /// The included file it is in; `None` for the file itself.
+    pub file: Option<String>,
     /// 1-based line number.
     pub line: usize,
     /// The setting's key (`cmdline`, `kernel`, …).
@@ -150,8 +171,11 @@ pub struct BootSettings {
     pub os_prefix: Option<String>,
     /// `arm_64bit=`: non-zero starts the CPU in 64-bit mode.
     pub arm_64bit: Option<bool>,
-    /// Files pulled in by `include`, in order; not read by this module.
+    /// Files pulled in by `include` lines that apply, in the order read.
     pub includes: Vec<String>,
+    /// Included files whose settings are unknown: not read (by
+    /// [`ConfigTxt::effective`]), unreadable, unparseable, or nested too deep.
+    pub unread_includes: Vec<String>,
     /// Boot settings under conditions that could not be evaluated, and not
     /// overridden by a later setting that certainly applies.
     pub uncertain: Vec<UncertainSetting>,
@@ -173,10 +197,10 @@ impl BootSettings {
         }
     }
 
-    /// True when every boot setting could be evaluated and no `include` may
-    /// change them.
+    /// True when every boot setting could be evaluated and every `include`
+    /// that applies was read.
     pub fn is_certain(&self) -> bool {
-        self.uncertain.is_empty() && self.includes.is_empty()
+        self.uncertain.is_empty() && self.unread_includes.is_empty()
     }
 }
 
@@ -441,20 +465,62 @@ impl ConfigTxt {
         Ok(ConfigTxt { lines })
     }
 
-    /// The boot settings in effect for `ctx`; a later line overrides an
-    /// earlier one, as in the firmware.
+    /// The boot settings in effect for `ctx` from this file alone; a later
+    /// line overrides an earlier one, as in the firmware. `include` lines
+    /// are listed, not read (see [`ConfigTxt::effective_with`]).
     pub fn effective(&self, ctx: &FilterContext) -> BootSettings {
+        self.effective_with(ctx, &mut |name: &str| Err(format!("{name} was not read")))
+    }
+
+    /// The boot settings in effect for `ctx`, reading every `include` that
+    /// applies through `read` (a name on the boot partition → its bytes,
+    /// `Ok(None)` when there is no such file).
+    pub fn effective_with(&self, ctx: &FilterContext, read: &mut IncludeReader) -> BootSettings {
         let mut settings = BootSettings::default();
         let mut state = FilterState::default();
+        self.walk(ctx, read, &mut state, &mut settings, None, 0);
+        settings
+    }
+
+    fn walk(
+        &self,
+        ctx: &FilterContext,
+        read: &mut IncludeReader,
+        state: &mut FilterState,
+        settings: &mut BootSettings,
+        file: Option<&str>,
+        depth: usize,
+    ) {
         for (index, line) in self.lines.iter().enumerate() {
             match &line.kind {
                 LineKind::Filter(filter) => state.apply(filter),
+                LineKind::Setting { key, value, .. } if key == "include" => {
+                    if state.evaluate(ctx) == Applies::No {
+                        continue;
+                    }
+                    settings.includes.push(value.clone());
+                    let inner = match read(value) {
+                        _ if depth >= MAX_INCLUDE_DEPTH => None,
+                        Ok(None) => continue,
+                        Ok(Some(bytes)) => ConfigTxt::parse(&bytes).ok(),
+                        Err(_) => None,
+                    };
+                    match inner {
+                        // Its lines run in the filter state in force here,
+                        // and leave theirs behind, as inline text would.
+                        Some(inner) => {
+                            inner.walk(ctx, read, state, settings, Some(value), depth + 1)
+                        }
+                        None => settings.unread_includes.push(value.clone()),
+                    }
+                }
                 LineKind::Setting { key, value, .. } if is_boot_key(key) => {
                     let line_number = index + 1;
                     match state.evaluate(ctx) {
                         Applies::No => {}
                         Applies::Yes => settings.apply(key, value),
                         Applies::Maybe => settings.uncertain.push(UncertainSetting {
+                            file: file.map(str::to_string),
                             line: line_number,
                             key: key.clone(),
                             value: value.clone(),
@@ -468,7 +534,6 @@ impl ConfigTxt {
                 _ => {}
             }
         }
-        settings
     }
 
     /// The filters the file uses (the text between the brackets), in order
@@ -518,6 +583,22 @@ impl ConfigTxt {
         Ok(())
     }
 
+    /// Sets `key` to `value` for all boards at the very end of the file,
+    /// after an `[all]` line (unless the file already ends with one), so no
+    /// later line, and no filter left open by an included file, overrides
+    /// it. Earlier lines for the key stay as they are.
+    pub fn try_set_last(&mut self, key: &str, value: &str) -> Result<(), ConfigTxtError> {
+        check_setting(key, value)?;
+        let ends_with_all = self
+            .lines
+            .iter()
+            .rev()
+            .find(|l| !matches!(l.kind, LineKind::Blank | LineKind::Comment))
+            .is_some_and(|l| l.kind == LineKind::Filter(Filter::All));
+        self.append_setting_after(key, value, !ends_with_all);
+        Ok(())
+    }
+
     /// The file's bytes: the original with only the edits applied.
     pub fn to_bytes(&self) -> Vec<u8> {
         let raw: Vec<RawLine> = self.lines.iter().map(|line| line.raw.clone()).collect();
@@ -564,6 +645,11 @@ impl ConfigTxt {
     }
 
     fn append_setting(&mut self, key: &str, value: &str) {
+        let needs_all = !self.ends_unconditional();
+        self.append_setting_after(key, value, needs_all);
+    }
+
+    fn append_setting_after(&mut self, key: &str, value: &str, all_first: bool) {
         let raw_lines: Vec<RawLine> = self.lines.iter().map(|l| l.raw.clone()).collect();
         let ending = preferred_ending(&raw_lines);
         let last_ending = match self.lines.last_mut() {
@@ -575,7 +661,7 @@ impl ConfigTxt {
             _ => ending,
         };
         let mut new_lines = Vec::new();
-        if !self.ends_unconditional() {
+        if all_first {
             new_lines.push("[all]".to_string());
         }
         let separator = if SPACE_SEPARATED_KEYS.contains(&key) {
@@ -615,7 +701,6 @@ impl BootSettings {
             "cmdline" => self.cmdline = Some(value.to_string()),
             "os_prefix" => self.os_prefix = Some(value.to_string()),
             "arm_64bit" => self.arm_64bit = parse_flag(value),
-            "include" => self.includes.push(value.to_string()),
             _ => {}
         }
     }
@@ -625,7 +710,7 @@ impl BootSettings {
 fn is_boot_key(key: &str) -> bool {
     matches!(
         key,
-        "kernel" | "initramfs" | "cmdline" | "os_prefix" | "arm_64bit" | "include"
+        "kernel" | "initramfs" | "cmdline" | "os_prefix" | "arm_64bit"
     )
 }
 
@@ -890,7 +975,72 @@ initramfs initrd.img followkernel
     fn includes_are_listed() {
         let settings = parse("include extra.txt\n").effective(&ctx("pi4"));
         assert_eq!(settings.includes, ["extra.txt"]);
+        assert_eq!(settings.unread_includes, ["extra.txt"]);
         assert!(!settings.is_certain());
+    }
+
+    /// Ubuntu 20.04's config.txt: `cmdline=cmdline.txt` in config.txt, then
+    /// `include syscfg.txt`, whose own `cmdline=` comes later and wins.
+    #[test]
+    fn included_files_are_read_in_place_and_a_later_assignment_wins() {
+        let config = parse(
+            "[all]\narm_64bit=1\ncmdline=first.txt\ninclude syscfg.txt\ninclude usercfg.txt\n",
+        );
+        let mut read = |name: &str| -> Result<Option<Vec<u8>>, String> {
+            Ok(match name {
+                "syscfg.txt" => Some(b"enable_uart=1\ncmdline=cmdline.txt\n[pi4]\n".to_vec()),
+                "usercfg.txt" => Some(b"cmdline=pi4-only.txt\n".to_vec()),
+                _ => None,
+            })
+        };
+        let pi4 = config.effective_with(&ctx("pi4"), &mut read);
+        assert_eq!(
+            pi4.cmdline_file(),
+            "pi4-only.txt",
+            "the [pi4] syscfg.txt left open holds in usercfg.txt"
+        );
+        assert!(pi4.is_certain());
+        assert_eq!(pi4.includes, ["syscfg.txt", "usercfg.txt"]);
+        let pi3 = config.effective_with(&ctx("pi3"), &mut read);
+        assert_eq!(pi3.cmdline_file(), "cmdline.txt");
+    }
+
+    #[test]
+    fn missing_includes_add_nothing_and_unreadable_or_looping_ones_are_unknown() {
+        let config = parse("cmdline=a.txt\ninclude gone.txt\n[pi5]\ninclude pi5.txt\n");
+        let mut read = |name: &str| -> Result<Option<Vec<u8>>, String> {
+            match name {
+                "gone.txt" => Ok(None),
+                _ => Err("permission denied".into()),
+            }
+        };
+        let pi4 = config.effective_with(&ctx("pi4"), &mut read);
+        assert!(pi4.is_certain(), "{pi4:?}");
+        assert_eq!(pi4.cmdline_file(), "a.txt");
+        let pi5 = config.effective_with(&ctx("pi5"), &mut read);
+        assert_eq!(pi5.unread_includes, ["pi5.txt"]);
+        let looping = parse("include self.txt\n");
+        let mut read_self = |_: &str| -> Result<Option<Vec<u8>>, String> {
+            Ok(Some(b"include self.txt\n".to_vec()))
+        };
+        let settings = looping.effective_with(&ctx("pi4"), &mut read_self);
+        assert_eq!(settings.unread_includes, ["self.txt"]);
+    }
+
+    #[test]
+    fn set_last_goes_after_everything() {
+        let mut config = parse("cmdline=cmdline.txt\ninclude syscfg.txt\n");
+        config.try_set_last("cmdline", "trial.txt").unwrap();
+        assert_eq!(
+            String::from_utf8(config.to_bytes()).unwrap(),
+            "cmdline=cmdline.txt\ninclude syscfg.txt\n[all]\ncmdline=trial.txt\n"
+        );
+        let mut config = parse("include usercfg.txt\n[all]\n");
+        config.try_set_last("cmdline", "trial.txt").unwrap();
+        assert_eq!(
+            String::from_utf8(config.to_bytes()).unwrap(),
+            "include usercfg.txt\n[all]\ncmdline=trial.txt\n"
+        );
     }
 
     #[test]

@@ -14,19 +14,25 @@
 //! - [`cmdline`] reads and edits the kernel command line in `cmdline.txt`.
 //! - [`fstab`] reads and edits `/etc/fstab`.
 //! - [`configtxt`] evaluates the firmware's `config.txt` / `tryboot.txt` filters.
+//! - [`firstboot`] recognises first-boot hooks on a command line.
+//! - [`noroot`] recognises systems without a root partition (squashfs, RAM).
+//! - [`defaults`] reads and edits `/etc/default/` settings (raspi-firmware's `ROOTPART=`).
 //! - [`diff`] shows an edit as a unified diff, for plans and dry runs.
 
 pub mod cmdline;
 pub mod configtxt;
+pub mod defaults;
 pub mod diff;
+pub mod firstboot;
 pub mod fstab;
+pub mod noroot;
 pub mod spec;
 mod text;
 
 pub use cmdline::{Cmdline, CmdlineError};
 pub use configtxt::{
-    BootSettings, ConfigTxt, ConfigTxtError, FilterContext, Initramfs, InitramfsAddress,
-    UncertainSetting,
+    BootSettings, ConfigTxt, ConfigTxtError, FilterContext, IncludeReader, Initramfs,
+    InitramfsAddress, UncertainSetting,
 };
 pub use diff::unified_diff;
 pub use fstab::{Fstab, FstabEntry, FstabError};

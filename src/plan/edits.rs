@@ -7,6 +7,7 @@ use super::source_check::CheckedSource;
 use super::trial::TRIAL_CMDLINE;
 use super::{EditOperation, EditSite, FileEdit, MkfsStep, PartitionRole, TablePlan};
 use crate::bootcfg::cmdline::CmdlineError;
+use crate::bootcfg::defaults::{Defaults, DefaultsError};
 use crate::bootcfg::fstab::FstabError;
 use crate::bootcfg::{unified_diff, Cmdline, DeviceSpec, Fstab};
 use crate::system::System;
@@ -30,6 +31,8 @@ pub enum EditError {
     Fstab(#[from] FstabError),
     #[error("{0}")]
     Cmdline(#[from] CmdlineError),
+    #[error("{0}")]
+    Defaults(#[from] DefaultsError),
     /// An operation meant for another kind of file.
     #[error("{op:?} cannot be applied to {file}")]
     Misplaced {
@@ -44,6 +47,23 @@ pub fn apply(bytes: &[u8], operations: &[EditOperation]) -> Result<Vec<u8>, Edit
         op: op.clone(),
         file,
     };
+    if operations
+        .iter()
+        .any(|op| matches!(op, EditOperation::DefaultsSet { .. }))
+    {
+        let mut defaults = Defaults::parse(bytes)?;
+        for op in operations {
+            match op {
+                EditOperation::DefaultsSet {
+                    key,
+                    value,
+                    comment,
+                } => defaults.set(key, value, comment)?,
+                other => return Err(misplaced(other, "an /etc/default file")),
+            }
+        }
+        return Ok(defaults.to_bytes());
+    }
     let is_fstab = operations
         .iter()
         .any(|op| matches!(op, EditOperation::FstabSetSpec { .. }));
@@ -65,6 +85,9 @@ pub fn apply(bytes: &[u8], operations: &[EditOperation]) -> Result<Vec<u8>, Edit
             EditOperation::CmdlineSetRoot { spec } => cmdline.set_root(spec)?,
             EditOperation::CmdlineAdd { arg } => {
                 cmdline.try_add(arg)?;
+            }
+            EditOperation::CmdlineRemove { arg } => {
+                cmdline.remove_exact(arg);
             }
             other => return Err(misplaced(other, "cmdline.txt")),
         }
@@ -136,16 +159,22 @@ pub(super) fn plan_edits(
     filesystems: &[MkfsStep],
     layout: Layout,
     trial: bool,
+    extra_cmdline_ops: Vec<EditOperation>,
 ) -> Result<Vec<FileEdit>, Reason> {
     let part = |role| table.partitions.iter().find(|p| p.role == role);
     let fs = |number| filesystems.iter().find(|f| f.partition == number);
     let root_part = part(PartitionRole::Root).expect("every layout has a root partition");
     let root_fs = fs(root_part.number).expect("every partition gets a filesystem");
     let root_for = |old: &DeviceSpec| new_spec(old, &root_part.partuuid, &root_fs.uuid);
-    let mut fstab_ops = vec![EditOperation::FstabSetSpec {
-        mountpoint: "/".into(),
-        spec: root_for(&source.summary.root_spec),
-    }];
+    // Without a `/` line (Arch Linux ARM) the kernel's root= is the only
+    // name of the root, and fstab keeps its other lines as they are.
+    let mut fstab_ops = Vec::new();
+    if source.summary.fstab_names_root {
+        fstab_ops.push(EditOperation::FstabSetSpec {
+            mountpoint: "/".into(),
+            spec: root_for(&source.summary.root_spec),
+        });
+    }
     if layout == Layout::Full {
         if let (Some(boot_entry), Some(boot_part)) =
             (source.fstab.boot(), part(PartitionRole::Boot))
@@ -171,22 +200,12 @@ pub(super) fn plan_edits(
             arg: "rootwait".into(),
         });
     }
+    cmdline_ops.extend(extra_cmdline_ops);
     let fail = |err: EditError| Reason::new("source-edit", err.to_string());
-    let fstab_edit = file_edit(
-        EditTarget {
-            site: EditSite::TargetRoot,
-            file: Path::new("/etc/fstab"),
-            output: Path::new("/etc/fstab"),
-            backup: Some("/etc/fstab.pimigrate-backup".into()),
-            device: format!(
-                "the new root filesystem (partition {} of the target)",
-                root_part.number
-            ),
-        },
-        source.fstab_bytes,
-        fstab_ops,
-    )
-    .map_err(fail)?;
+    let mut edits = Vec::new();
+    if !fstab_ops.is_empty() {
+        edits.push(fstab_edit(source, root_part.number, fstab_ops).map_err(fail)?);
+    }
     let cmdline_name = boot_relative(source, source.cmdline_path);
     let target = match (layout, trial) {
         (Layout::RootOnly, false) => EditTarget {
@@ -215,8 +234,27 @@ pub(super) fn plan_edits(
                     .into(),
         },
     };
-    let cmdline_edit = file_edit(target, source.cmdline_bytes, cmdline_ops).map_err(fail)?;
-    Ok(vec![fstab_edit, cmdline_edit])
+    edits.push(file_edit(target, source.cmdline_bytes, cmdline_ops).map_err(fail)?);
+    Ok(edits)
+}
+
+/// /etc/fstab on the new root.
+fn fstab_edit(
+    source: &CheckedSource,
+    root_partition: u32,
+    operations: Vec<EditOperation>,
+) -> Result<FileEdit, EditError> {
+    file_edit(
+        EditTarget {
+            site: EditSite::TargetRoot,
+            file: Path::new("/etc/fstab"),
+            output: Path::new("/etc/fstab"),
+            backup: Some("/etc/fstab.pimigrate-backup".into()),
+            device: format!("the new root filesystem (partition {root_partition} of the target)"),
+        },
+        source.fstab_bytes,
+        operations,
+    )
 }
 
 /// A path on the boot partition, as seen from its root.

@@ -2,6 +2,7 @@
 //! written. `pimigrate plan` prints it; `migrate` prints the same value and
 //! hands it to the executor.
 
+mod boot_layout;
 pub mod edits;
 mod firmware;
 pub mod geometry;
@@ -10,6 +11,7 @@ pub mod mkfs;
 pub mod options;
 pub mod planner;
 pub mod refusal;
+pub mod regenerated;
 pub mod render;
 mod source_check;
 mod target;
@@ -51,6 +53,11 @@ pub struct Plan {
     pub boot_order: Option<BootOrderAdvice>,
     /// Things the user should know that do not stop the move.
     pub warnings: Vec<String>,
+    /// What the migration does with this system's boot layout beyond
+    /// `root=`, and why: a first-boot hook left out, an fstab without `/`,
+    /// a setting that regenerates cmdline.txt.
+    #[serde(default)]
+    pub notes: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -67,8 +74,17 @@ pub struct SourceSummary {
     pub root_device: Option<String>,
     pub boot_dir: PathBuf,
     pub boot_device: Option<String>,
+    /// How the source names its root: fstab's `/` line, or cmdline.txt's
+    /// `root=` when fstab has none.
     pub root_spec: DeviceSpec,
     pub boot_spec: Option<DeviceSpec>,
+    /// False when fstab has no `/` line and only cmdline.txt names the root.
+    #[serde(default = "yes")]
+    pub fstab_names_root: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// Who the target is, so the executor can check, right before the first
@@ -200,6 +216,17 @@ pub enum EditOperation {
     CmdlineAdd {
         arg: String,
     },
+    /// Leaves out an argument written exactly so (a first-boot hook).
+    CmdlineRemove {
+        arg: String,
+    },
+    /// Sets `key=value` in an `/etc/default/` file (raspi-firmware's
+    /// ROOTPART), appended under `comment` when no line assigns it.
+    DefaultsSet {
+        key: String,
+        value: String,
+        comment: String,
+    },
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -212,6 +239,10 @@ pub struct TrialBoot {
     pub backup: Option<PathBuf>,
     /// config.txt → tryboot.txt.
     pub diff: String,
+    /// Where tryboot.txt's `cmdline=` went and why, when config.txt's
+    /// includes mattered (Ubuntu's syscfg.txt, usercfg.txt).
+    #[serde(default)]
+    pub note: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

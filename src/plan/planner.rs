@@ -2,11 +2,15 @@
 //! every reason there cannot be one. Pure but for the read-only checks of
 //! the target (is it busy?) and a metadata scan of the source.
 
+use super::boot_layout::demands;
 use super::edits::plan_edits;
-use super::firmware::{boot_order_advice, check_full_move_bootable, choose_table, family_name};
+use super::firmware::{
+    boot_order_advice, check_full_move_bootable, choose_table, family_name, firmware_prerequisites,
+};
 use super::geometry::{self, Geometry};
 use super::ids::{new_ids, KnownIds, NewIds};
 use super::mkfs::mkfs_steps;
+use super::regenerated::raspi_firmware;
 use super::source_check::{check_source, CheckedSource};
 use super::target::{check_target_is_free, identity, resolve_target};
 use super::trial::{trial_boot, wants_trial};
@@ -39,6 +43,11 @@ pub fn plan_with_progress(
 ) -> Result<Plan, Refusal> {
     let mut reasons = Vec::new();
     let source = check_source(system, &mut reasons);
+    let trial = wants_trial(system, options);
+    let demands = source
+        .as_ref()
+        .map(|source| demands(source, options.layout, trial, &mut reasons))
+        .unwrap_or_default();
     let target = match resolve_target(system, &options.target) {
         Ok(disk) => disk,
         Err(reason) => {
@@ -55,10 +64,24 @@ pub fn plan_with_progress(
             return Err(Refusal { reasons });
         }
     };
+    let mut firmware_notes = Vec::new();
+    let mut firmware_warnings = Vec::new();
     if options.layout == Layout::Full {
         if let Err(reason) = check_full_move_bootable(system, target) {
             reasons.push(reason);
         }
+        let config_txt = system
+            .source
+            .config_txt
+            .as_ref()
+            .map(|c| c.bytes.as_slice());
+        reasons.extend(firmware_prerequisites(
+            system,
+            config_txt,
+            target,
+            &mut firmware_notes,
+            &mut firmware_warnings,
+        ));
     }
     let geometry = geometry::compute(&geometry::Request {
         disk_bytes: target.size_bytes,
@@ -149,17 +172,25 @@ pub fn plan_with_progress(
     }
     let table = table_plan(kind, table_reason, &geometry, &ids, target);
     let filesystems = mkfs_steps(system, &table, &ids, &known);
-    let trial = wants_trial(system, options);
-    let edits = plan_edits(system, &source, &table, &filesystems, options.layout, trial);
+    let edits = plan_edits(
+        system,
+        &source,
+        &table,
+        &filesystems,
+        options.layout,
+        trial,
+        demands.cmdline_ops,
+    );
     let trial_boot = if trial {
         Some(trial_boot(system, &source))
     } else {
         None
     };
-    let (edits, trial_boot) = match (edits, trial_boot.transpose()) {
-        (Ok(edits), Ok(trial_boot)) => (edits, trial_boot),
-        (edits, trial_boot) => {
-            let reasons = [edits.err(), trial_boot.err()]
+    let regenerated = raspi_firmware(system, &source, &table, &filesystems, options.layout, trial);
+    let (mut edits, trial_boot, regenerated) = match (edits, trial_boot.transpose(), regenerated) {
+        (Ok(edits), Ok(trial_boot), Ok(regenerated)) => (edits, trial_boot, regenerated),
+        (edits, trial_boot, regenerated) => {
+            let reasons = [edits.err(), trial_boot.err(), regenerated.err()]
                 .into_iter()
                 .flatten()
                 .collect();
@@ -167,6 +198,14 @@ pub fn plan_with_progress(
         }
     };
     let mut warnings = warnings(system, target, &geometry, options.layout);
+    warnings.extend(firmware_warnings);
+    let mut notes = demands.notes;
+    notes.extend(firmware_notes);
+    if let Some(regenerated) = regenerated {
+        edits.push(regenerated.edit);
+        notes.push(regenerated.note);
+        warnings.extend(regenerated.warning);
+    }
     let boot_order = (options.layout == Layout::Full)
         .then(|| boot_order_advice(system, target, &mut warnings))
         .flatten();
@@ -197,6 +236,7 @@ pub fn plan_with_progress(
         trial_boot,
         boot_order,
         warnings,
+        notes,
     })
 }
 

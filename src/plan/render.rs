@@ -43,6 +43,8 @@ pub fn plan_text(plan: &Plan, detail: Detail, purpose: Purpose) -> String {
     headline(&mut out, plan);
     if detail == Detail::Brief {
         brief(&mut out, plan, purpose);
+        // Short, but never silent about a first-boot hook left out.
+        notes(&mut out, plan);
         return out;
     }
     if purpose == Purpose::DryRun {
@@ -53,6 +55,7 @@ pub fn plan_text(plan: &Plan, detail: Detail, purpose: Purpose) -> String {
     filesystems(&mut out, plan);
     copy(&mut out, plan, detail);
     edits(&mut out, plan);
+    notes(&mut out, plan);
     trial_boot(&mut out, plan);
     if let Some(order) = &plan.boot_order {
         let _ = writeln!(out, "\nBoot order\n  {}", order.message);
@@ -99,12 +102,19 @@ fn source(out: &mut String, plan: &Plan) {
     let target = &plan.target;
     let on = |dev: &Option<String>| dev.as_ref().map(|d| format!(" on {d}")).unwrap_or_default();
     let _ = writeln!(out, "Source");
+    let named_by = if source.fstab_names_root {
+        format!("fstab names it {}", source.root_spec)
+    } else {
+        format!(
+            "cmdline.txt names it {}; fstab has no / line",
+            source.root_spec
+        )
+    };
     let _ = writeln!(
         out,
-        "  root   {}{}  (fstab names it {})",
+        "  root   {}{}  ({named_by})",
         source.root_dir.display(),
         on(&source.root_device),
-        source.root_spec
     );
     let _ = writeln!(
         out,
@@ -301,6 +311,9 @@ fn trial_boot(out: &mut String, plan: &Plan) {
              `pimigrate verify --commit` then makes it permanent.",
             trial.tryboot_file.display()
         );
+        if let Some(note) = &trial.note {
+            let _ = writeln!(out, "  {note}");
+        }
         if let Some(backup) = &trial.backup {
             let _ = writeln!(
                 out,
@@ -310,6 +323,16 @@ fn trial_boot(out: &mut String, plan: &Plan) {
         }
         for line in trial.diff.lines() {
             let _ = writeln!(out, "    {line}");
+        }
+    }
+}
+
+/// What the migration does with this system's boot layout, and why.
+fn notes(out: &mut String, plan: &Plan) {
+    if !plan.notes.is_empty() {
+        let _ = writeln!(out, "\nThis system's boot files");
+        for note in &plan.notes {
+            let _ = writeln!(out, "  * {note}");
         }
     }
 }
@@ -356,6 +379,28 @@ mod tests {
         }
         let brief = plan_text(&plan, Detail::Brief, Purpose::Migrate);
         assert!(brief.contains("nothing written yet"), "{brief}");
+    }
+
+    /// What the plan does with a system's boot layout (a first-boot hook
+    /// left out, issue #15) is said wherever the plan is shown: in the
+    /// wizard, and in `-q migrate`'s brief plan too.
+    #[test]
+    fn boot_layout_notes_are_shown_for_every_purpose_and_detail() {
+        let (_host, system) = crate::system::inspect_fixture("pi4");
+        let mut options = Options::new("/dev/sda");
+        options.seed = Some(7);
+        let mut plan = crate::plan::plan(&system, &options).expect("planning for the pi4 fixture");
+        plan.notes
+            .push("cmdline.txt still has the first-boot hook `resize` (...)".into());
+        for detail in [Detail::Brief, Detail::Normal, Detail::Full] {
+            for purpose in [Purpose::DryRun, Purpose::Migrate, Purpose::Wizard] {
+                let text = plan_text(&plan, detail, purpose);
+                assert!(
+                    text.contains("This system's boot files\n  * cmdline.txt still has the first-boot hook `resize`"),
+                    "{detail:?} {purpose:?}: {text}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! they are not.
 
 use super::*;
-use crate::bootcfg::{Cmdline, Fstab};
+use crate::bootcfg::noroot::{recognise, BootListing};
+use crate::bootcfg::{Cmdline, Fstab, FstabError};
 use crate::system::System;
 use std::path::Path;
 
@@ -22,6 +23,12 @@ pub(super) fn check_source<'a>(
     reasons: &mut Vec<Reason>,
 ) -> Option<CheckedSource<'a>> {
     let source = &system.source;
+    // Named first and alone: the fstab and root= complaints such a system
+    // raises would point at a fix (add a root=) that breaks it.
+    if let Some(reason) = not_on_a_partition(system) {
+        reasons.push(reason);
+        return None;
+    }
     let fstab = match &source.fstab {
         Ok(file) => match &file.parsed {
             Ok(fstab) => Some((fstab, file)),
@@ -54,10 +61,23 @@ pub(super) fn check_source<'a>(
         }
     };
     let ((fstab, fstab_file), (cmdline, cmdline_file)) = (fstab?, cmdline?);
-    let root_entry = fstab.root().ok()?;
-    let root_spec = match root_entry.device_spec() {
-        Ok(spec) => spec,
-        Err(err) => {
+    // No `/` line (Arch Linux ARM): the kernel mounts root from root=, and
+    // the plan edits cmdline.txt alone.
+    let root_entry = match fstab.root() {
+        Ok(entry) => Some(entry),
+        Err(FstabError::NoRootEntry) => None,
+        Err(_) => return None,
+    };
+    let root_spec = match root_entry.as_ref().map(|e| (e, e.device_spec())) {
+        None => match cmdline.root() {
+            Ok(spec) => spec,
+            Err(err) => {
+                reasons.push(Reason::new("source-cmdline", err.to_string()));
+                return None;
+            }
+        },
+        Some((_, Ok(spec))) => spec,
+        Some((root_entry, Err(err))) => {
             reasons.push(Reason::new(
                 "source-fstab",
                 format!(
@@ -97,6 +117,50 @@ pub(super) fn check_source<'a>(
             boot_device: source.boot_devno.and_then(device_name),
             root_spec,
             boot_spec: fstab.boot().and_then(|e| e.device_spec().ok()),
+            fstab_names_root: root_entry.is_some(),
         },
     })
+}
+
+/// A system whose root is not a filesystem on a partition (LibreELEC,
+/// Volumio, Alpine diskless), recognised from a cmdline.txt without root=
+/// and what its boot partition holds.
+fn not_on_a_partition(system: &System) -> Option<Reason> {
+    let file = system.source.cmdline.as_ref().ok()?;
+    if file.parsed.is_ok() {
+        return None;
+    }
+    let cmdline = Cmdline::parse(&file.bytes).ok()?;
+    let boot_dir = system.host.path(system.source.boot_dir.as_deref()?);
+    let names = boot_listing(&boot_dir);
+    let found = recognise(&cmdline, &BootListing { names: &names })?;
+    Some(
+        Reason::new(
+            "not-on-a-partition",
+            format!(
+                "this is {}, recognised by {} in {}: its root is not a filesystem on a partition, \
+                 so there is no root= to point at a copy, and pimigrate moves only such systems",
+                found.system,
+                found.evidence.join(", "),
+                file.path.display()
+            ),
+        )
+        .hint(found.hint),
+    )
+}
+
+/// The boot partition's top-level names, and those under `boot/`.
+fn boot_listing(dir: &Path) -> Vec<String> {
+    let names = |dir: &Path, prefix: &str| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| format!("{prefix}{}", e.file_name().to_string_lossy()))
+            .collect()
+    };
+    let mut all = names(dir, "");
+    all.extend(names(&dir.join("boot"), "boot/"));
+    all.sort();
+    all
 }

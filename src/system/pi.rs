@@ -148,6 +148,17 @@ pub struct PiInfo {
     pub boot_order: Option<BootOrder>,
     /// The name config.txt uses in section filters: `pi4`, `pi5`, ...
     pub config_filter: Option<&'static str>,
+    /// When the running EEPROM bootloader was built (Unix seconds), from
+    /// `chosen/bootloader/build-timestamp`, as `rpi-eeprom-update` reads it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bootloader_built: Option<u64>,
+    /// The product of a HAT (HAT+) whose EEPROM the firmware read
+    /// (`hat/product` in the device tree): a HAT+ NVMe adapter on a Pi 5.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hat_product: Option<String>,
+    /// `PCIE_PROBE=1` in the bootloader configuration, when it was read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pcie_probe: Option<bool>,
 }
 
 impl PiFamily {
@@ -252,31 +263,51 @@ pub fn detect(host: &Host) -> PiInfo {
     // The EEPROM bootloader announces itself under /chosen/bootloader.
     let eeprom_bootloader =
         family.has_eeprom_bootloader() || host.device_tree("chosen/bootloader/boot-mode").exists();
+    let eeprom_config = eeprom_bootloader.then(read_eeprom_config).flatten();
     PiInfo {
         family,
         eeprom_bootloader,
         can_boot: family.capabilities(),
         tryboot_available: eeprom_bootloader,
         in_trial_boot: read_dt_u32(host, "chosen/bootloader/tryboot") == Some(1),
-        boot_order: if eeprom_bootloader {
-            read_boot_order()
-        } else {
-            None
-        },
+        boot_order: eeprom_config.as_deref().and_then(parse_eeprom_boot_order),
         config_filter: model.as_deref().and_then(config_filter),
+        bootloader_built: read_dt_u32(host, "chosen/bootloader/build-timestamp")
+            .filter(|&t| t > 0)
+            .map(u64::from),
+        hat_product: host.read_attr(&host.device_tree("hat/product")),
+        pcie_probe: eeprom_config.as_deref().map(parse_eeprom_pcie_probe),
         model,
     }
 }
 
 /// Asks `rpi-eeprom-config` for the bootloader's configuration. Missing or
 /// failing is not an error: the plan then says it could not read it.
-fn read_boot_order() -> Option<BootOrder> {
+fn read_eeprom_config() -> Option<String> {
     let program = crate::tools::which("rpi-eeprom-config")?;
     let output = std::process::Command::new(program).output().ok()?;
     if !output.status.success() {
         return None;
     }
-    parse_eeprom_boot_order(&String::from_utf8_lossy(&output.stdout))
+    Some(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// Whether the bootloader probes PCIe for a drive without a HAT+ EEPROM:
+/// the last `PCIE_PROBE=` outside conditional sections, as for BOOT_ORDER.
+pub fn parse_eeprom_pcie_probe(config: &str) -> bool {
+    let mut in_all = true;
+    let mut probe = false;
+    for line in config.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_all = line.eq_ignore_ascii_case("[all]");
+        } else if let Some(value) = line.strip_prefix("PCIE_PROBE=") {
+            if in_all {
+                probe = value.trim() == "1";
+            }
+        }
+    }
+    probe
 }
 
 /// The last `BOOT_ORDER=` outside conditional sections wins, as in the

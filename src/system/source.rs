@@ -1,7 +1,9 @@
 //! The system being moved: where its root and boot files are, which devices
 //! hold them, and how its boot files name those devices.
 
-use crate::bootcfg::{BootSettings, Cmdline, ConfigTxt, DeviceSpec, FilterContext, Fstab};
+use crate::bootcfg::{
+    BootSettings, Cmdline, ConfigTxt, DeviceSpec, FilterContext, Fstab, FstabError,
+};
 use crate::host::Host;
 use crate::system::disks::Disk;
 use crate::system::mounts::{DevNo, MountTable};
@@ -81,16 +83,22 @@ impl Source {
                     ConfigTxt::parse(bytes).map_err(|e| e.to_string())
                 })
             });
-        let settings = config_txt
-            .as_ref()
-            .and_then(|c| c.ok())
-            .map(|config| {
-                config.effective(&FilterContext {
-                    model: pi.config_filter.map(str::to_string),
-                    tryboot: false,
+        // Includes (Ubuntu's syscfg.txt) may name another cmdline= file.
+        let settings = match (&config_txt, &boot_dir) {
+            (Some(file), Some(dir)) => file
+                .ok()
+                .map(|config| {
+                    config.effective_with(
+                        &FilterContext {
+                            model: pi.config_filter.map(str::to_string),
+                            tryboot: false,
+                        },
+                        &mut include_reader(host, dir),
+                    )
                 })
-            })
-            .unwrap_or_default();
+                .unwrap_or_default(),
+            _ => BootSettings::default(),
+        };
         let cmdline = match &boot_dir {
             Some(dir) => Ok(load(host, &dir.join(cmdline_name(&settings)), |bytes| {
                 let cmdline = Cmdline::parse(bytes).map_err(|e| e.to_string())?;
@@ -106,8 +114,12 @@ impl Source {
         let fstab_path = root_dir.join("etc/fstab");
         let fstab = Ok(load(host, &fstab_path, |bytes| {
             let fstab = Fstab::parse(bytes).map_err(|e| e.to_string())?;
-            fstab.root().map_err(|e| e.to_string())?;
-            Ok(fstab)
+            // No `/` line is how Arch Linux ARM ships it: the kernel mounts
+            // root from root=. Two `/` lines are a mistake to fix.
+            match fstab.root() {
+                Ok(_) | Err(FstabError::NoRootEntry) => Ok(fstab),
+                Err(err) => Err(err.to_string()),
+            }
         }));
         Source {
             root_devno: root_mount.map(|m| m.devno),
@@ -165,6 +177,28 @@ impl Source {
             }
         }
         refs
+    }
+}
+
+/// Reads files named by `include` from the boot directory `boot_dir` (a
+/// view path), as the firmware finds them on the boot partition.
+pub fn include_reader<'a>(
+    host: &'a Host,
+    boot_dir: &'a Path,
+) -> impl FnMut(&str) -> Result<Option<Vec<u8>>, String> + 'a {
+    move |name: &str| {
+        let relative = Path::new(name.trim_start_matches('/'));
+        if relative
+            .components()
+            .any(|c| !matches!(c, std::path::Component::Normal(_)))
+        {
+            return Err(format!("{name} is not a plain name on the boot partition"));
+        }
+        match std::fs::read(host.path(boot_dir.join(relative))) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(err) => Err(format!("{name}: {err}")),
+        }
     }
 }
 

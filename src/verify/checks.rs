@@ -93,10 +93,13 @@ pub fn cmdline_named_by(system: &System, expected: &Expected, trial: bool) -> Pa
         .ok()
         .and_then(|bytes| ConfigTxt::parse(&bytes).ok())
         .map(|config| {
-            config.effective(&FilterContext {
-                model: system.pi.config_filter.map(str::to_string),
-                tryboot: trial,
-            })
+            config.effective_with(
+                &FilterContext {
+                    model: system.pi.config_filter.map(str::to_string),
+                    tryboot: trial,
+                },
+                &mut crate::system::source::include_reader(&system.host, &expected.boot_dir),
+            )
         })
         .unwrap_or_default();
     expected.on_boot(settings.cmdline_file().as_ref())

@@ -1,6 +1,7 @@
 //! Advice that does not fail the verification: a flaky uas bridge, an
-//! under-powered Pi, TRIM that cannot work, swap left on the SD card, and
-//! old names of the SD card's root partition (in old_root.rs).
+//! under-powered Pi, TRIM that cannot work, swap left on the SD card, old
+//! names of the SD card's root partition (in old_root.rs), and a setting
+//! that regenerates cmdline.txt and disagrees with it (in regenerated.rs).
 
 use super::expected::Expected;
 use super::kernel_log::{uas_resets, KernelLog, LogNames};
@@ -23,6 +24,7 @@ pub fn warnings(
     out.extend(target.and_then(|disk| trim(system, disk)));
     out.extend(swap_on_old_disk(system, expected));
     out.extend(super::old_root::references(system, expected));
+    out.extend(super::regenerated::raspi_firmware(system, expected));
     out
 }
 

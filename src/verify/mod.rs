@@ -11,6 +11,7 @@ pub mod expected;
 pub mod health;
 pub mod kernel_log;
 pub mod old_root;
+pub mod regenerated;
 pub mod render;
 pub mod state;
 
@@ -68,7 +69,7 @@ impl Check {
 pub struct Warning {
     /// Stable: `uas-resets`, `under-voltage`, `trim-unavailable`,
     /// `fstrim-timer-off`, `swap-on-sd`, `old-root-referenced`,
-    /// `kernel-log-unreadable`.
+    /// `kernel-log-unreadable`, `regenerated-cmdline-differs`.
     pub code: &'static str,
     pub message: String,
     /// Commands or steps, in order.

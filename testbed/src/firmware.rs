@@ -2,7 +2,8 @@
 //! Linux runs, reduced to what a migration depends on. It picks the boot disk
 //! by boot order, takes its first FAT partition, reads `config.txt` (or
 //! `tryboot.txt` in a trial boot), honours `[all]`/`[pi4]`/`[tryboot]`
-//! sections, `os_prefix=`, `kernel=`, `initramfs` and `cmdline=`, and hands
+//! sections, `include FILE`, `os_prefix=`, `kernel=`, `initramfs` and
+//! `cmdline=`, and hands
 //! QEMU a kernel, an initramfs and a command line.
 
 use crate::disks::{Bus, Disk};
@@ -52,40 +53,79 @@ impl Default for Config {
 /// Parses config.txt as the firmware of a Pi 4 would: lines under a section
 /// filter apply only when it matches; `[all]` matches always; `[tryboot]`
 /// only in a trial boot; `[pi4]` matches (we play a Pi 4); any other filter
-/// (`[pi5]`, `[cm4]`, `[none]`, ...) does not.
+/// (`[pi5]`, `[cm4]`, `[none]`, ...) does not. `include` lines are not
+/// followed (see [`parse_config_with`]).
 pub fn parse_config(text: &str, tryboot: bool) -> Config {
-    let mut cfg = Config::default();
-    let mut active = true;
-    for raw in text.lines() {
-        let line = raw.split('#').next().unwrap_or("").trim();
-        if line.is_empty() {
-            continue;
-        }
-        if let Some(filter) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            active = match filter.trim() {
-                "all" | "pi4" => true,
-                "tryboot" => tryboot,
-                _ => false,
-            };
-            continue;
-        }
-        if !active {
-            continue;
-        }
-        if let Some(rest) = line.strip_prefix("initramfs ") {
-            // `initramfs FILE followkernel` or `initramfs FILE ADDRESS`.
-            cfg.initramfs = rest.split_whitespace().next().map(str::to_string);
-        } else if let Some((key, value)) = line.split_once('=') {
-            let value = value.trim().to_string();
-            match key.trim() {
-                "kernel" => cfg.kernel = value,
-                "cmdline" => cfg.cmdline = value,
-                "os_prefix" => cfg.os_prefix = value,
-                _ => {}
+    parse_config_with(text, tryboot, &mut |_| None)
+}
+
+/// How deep `include` nests before the stand-in stops following it.
+const MAX_INCLUDE_DEPTH: usize = 8;
+
+/// [`parse_config`], following `include FILE` as the firmware does: FILE
+/// (read from the boot partition by `read`; `None` when absent, which the
+/// firmware skips) is read in place, in the section in force there, its
+/// last section stays in force after it, and a later `cmdline=` (or any
+/// setting) wins over an earlier one. Ubuntu's `include syscfg.txt` works
+/// this way; an include under a section that does not match is skipped.
+pub fn parse_config_with(
+    text: &str,
+    tryboot: bool,
+    read: &mut dyn FnMut(&str) -> Option<String>,
+) -> Config {
+    let mut parser = Parser {
+        cfg: Config::default(),
+        active: true,
+        tryboot,
+    };
+    parser.feed(text, read, 0);
+    parser.cfg
+}
+
+struct Parser {
+    cfg: Config,
+    active: bool,
+    tryboot: bool,
+}
+
+impl Parser {
+    fn feed(&mut self, text: &str, read: &mut dyn FnMut(&str) -> Option<String>, depth: usize) {
+        for raw in text.lines() {
+            let line = raw.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            if let Some(filter) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+                self.active = match filter.trim() {
+                    "all" | "pi4" => true,
+                    "tryboot" => self.tryboot,
+                    _ => false,
+                };
+                continue;
+            }
+            if !self.active {
+                continue;
+            }
+            if let Some(name) = line.strip_prefix("include ") {
+                if depth < MAX_INCLUDE_DEPTH {
+                    if let Some(inner) = read(name.trim()) {
+                        self.feed(&inner, read, depth + 1);
+                    }
+                }
+            } else if let Some(rest) = line.strip_prefix("initramfs ") {
+                // `initramfs FILE followkernel` or `initramfs FILE ADDRESS`.
+                self.cfg.initramfs = rest.split_whitespace().next().map(str::to_string);
+            } else if let Some((key, value)) = line.split_once('=') {
+                let value = value.trim().to_string();
+                match key.trim() {
+                    "kernel" => self.cfg.kernel = value,
+                    "cmdline" => self.cfg.cmdline = value,
+                    "os_prefix" => self.cfg.os_prefix = value,
+                    _ => {}
+                }
             }
         }
     }
-    cfg
 }
 
 /// The first FAT partition of an MBR disk, the only place the firmware looks.
@@ -117,7 +157,11 @@ pub fn load(disk: &Disk, tryboot: bool, scratch: &Path) -> Result<BootSpec> {
             ("config.txt", text)
         }
     };
-    let cfg = parse_config(&text, tryboot);
+    // Included files come from the same partition; one that cannot be
+    // read is skipped, as the firmware skips a missing one.
+    let cfg = parse_config_with(&text, tryboot, &mut |name| {
+        fat::read(image, &part, name).ok().flatten()
+    });
     std::fs::create_dir_all(scratch)
         .with_context(|| format!("cannot create {}", scratch.display()))?;
 
@@ -194,6 +238,52 @@ mod tests {
     #[test]
     fn defaults_when_empty() {
         assert_eq!(parse_config("", false), Config::default());
+    }
+
+    /// Ubuntu 20.04's layout: config.txt's cmdline= is overridden by the
+    /// one in syscfg.txt, and a tryboot.txt that appends cmdline= after the
+    /// includes wins over both.
+    #[test]
+    fn includes_are_read_in_place_and_the_last_assignment_wins() {
+        let config =
+            "[pi4]\nkernel=uboot_rpi_4.bin\n[pi3]\nkernel=uboot_rpi_3.bin\n[all]\narm_64bit=1\n\
+            cmdline=cmdline.txt\ninclude syscfg.txt\ninclude usercfg.txt\n";
+        let mut read = |name: &str| match name {
+            "syscfg.txt" => Some("enable_uart=1\ncmdline=syscfg-cmdline.txt\n".to_string()),
+            "usercfg.txt" => Some("# user changes\n".to_string()),
+            _ => None,
+        };
+        let normal = parse_config_with(config, false, &mut read);
+        assert_eq!(normal.cmdline, "syscfg-cmdline.txt");
+        assert_eq!(normal.kernel, "uboot_rpi_4.bin");
+        let tryboot = format!("{config}[all]\ncmdline=cmdline.pimigrate.txt\n");
+        assert_eq!(
+            parse_config_with(&tryboot, true, &mut read).cmdline,
+            "cmdline.pimigrate.txt"
+        );
+        // Without following includes, the override would go unseen.
+        assert_eq!(parse_config(config, false).cmdline, "cmdline.txt");
+    }
+
+    #[test]
+    fn includes_under_other_sections_are_skipped_and_loops_end() {
+        let mut read = |name: &str| match name {
+            "pi5.txt" => Some("cmdline=pi5.txt\n".to_string()),
+            "self.txt" => Some("include self.txt\ncmdline=deep.txt\n".to_string()),
+            _ => None,
+        };
+        assert_eq!(
+            parse_config_with("[pi5]\ninclude pi5.txt\n", false, &mut read).cmdline,
+            "cmdline.txt"
+        );
+        assert_eq!(
+            parse_config_with("include self.txt\n", false, &mut read).cmdline,
+            "deep.txt"
+        );
+        assert_eq!(
+            parse_config_with("include missing.txt\n", false, &mut read),
+            Config::default()
+        );
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Running the real `pimigrate` binary in tests.
 #![allow(dead_code)]
 
+pub mod raspi_firmware;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

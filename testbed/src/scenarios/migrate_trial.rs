@@ -3,6 +3,11 @@
 //! stand-in reads `tryboot.txt`, the trial boot comes up on the NVMe root
 //! and `verify --commit` makes it permanent; a normal boot is on NVMe again.
 //!
+//! The SD card's config.txt is laid out as Ubuntu 20.04's (issue #15):
+//! `cmdline=` is set again by the included syscfg.txt, so the trial boot
+//! reaches the NVMe root only if tryboot.txt's `cmdline=` comes after the
+//! includes, and the stand-in follows `include` as the firmware does.
+//!
 //! The guest is x86_64 and has no device tree, so the trial boot's
 //! `chosen/bootloader/tryboot` is handed to `verify` through `--sysroot`: a
 //! tree whose every entry links to the running system's, plus the one
@@ -21,7 +26,9 @@ pub fn run(images: &ImageSet) -> Result<()> {
         sd_boot,
     } = Setup::new("migrate-trial", &images.bookworm)
         .blank("nvme", Bus::Nvme, 8 << 30, "nvme")
+        .ubuntu_config()
         .build()?;
+    let syscfg_before = fat::read(&sd, &sd_boot, "syscfg.txt")?.context("no syscfg.txt")?;
 
     // Boot 1: migrate with a trial; the agent reboots into it.
     let f = migrate(
@@ -39,6 +46,18 @@ pub fn run(images: &ImageSet) -> Result<()> {
     ensure!(
         cmdline.contains(&format!("root=PARTUUID={}-02", images.bookworm_signature)),
         "a trial migration changed cmdline.txt before the trial: {cmdline:?}"
+    );
+    // tryboot.txt names the trial's command line after config.txt's includes.
+    let tryboot = fat::read(&sd, &sd_boot, "tryboot.txt")?.context("no tryboot.txt")?;
+    ensure!(
+        tryboot
+            .trim_end()
+            .ends_with("[all]\ncmdline=cmdline.pimigrate.txt"),
+        "tryboot.txt does not end with the trial's cmdline= after the includes: {tryboot:?}"
+    );
+    ensure!(
+        fat::read(&sd, &sd_boot, "syscfg.txt")?.as_deref() == Some(syscfg_before.as_str()),
+        "the migration changed syscfg.txt"
     );
 
     // Boot 2: the trial, on the NVMe root; commit it.

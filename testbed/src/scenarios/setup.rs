@@ -7,7 +7,7 @@
 use super::pimigrate_bin::{self, JOURNAL_FACTS};
 use crate::mbr::{self, Partition};
 use crate::qemu::IoEngine;
-use crate::{After, Bus, Ending, Pi};
+use crate::{fat, After, Bus, Ending, Pi};
 use anyhow::{ensure, Context, Result};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -20,6 +20,7 @@ pub struct Setup {
     blanks: Vec<(&'static str, Bus, u64, &'static str)>,
     pimigrate: bool,
     timed: bool,
+    ubuntu_config: bool,
 }
 
 /// A set-up Pi and its SD card.
@@ -42,6 +43,7 @@ impl Setup {
             blanks: Vec::new(),
             pimigrate: true,
             timed: false,
+            ubuntu_config: false,
         }
     }
 
@@ -82,6 +84,14 @@ impl Setup {
         self
     }
 
+    /// The SD card's config.txt laid out as Ubuntu 20.04's: `cmdline=` as a
+    /// default, then `include syscfg.txt` (which sets `cmdline=` again, and
+    /// wins) and `include usercfg.txt` ([`ubuntu_style`]).
+    pub fn ubuntu_config(mut self) -> Setup {
+        self.ubuntu_config = true;
+        self
+    }
+
     pub fn build(self) -> Result<Rig> {
         let mut pi = Pi::new(&self.name)?;
         if self.timed {
@@ -96,8 +106,47 @@ impl Setup {
         }
         let sd = pi.disk("sd")?.image.clone();
         let sd_boot = mbr::partition_of(&sd, 1)?;
+        if self.ubuntu_config {
+            let config = fat::read(&sd, &sd_boot, "config.txt")?
+                .context("the SD image has no config.txt")?;
+            for (name, contents) in ubuntu_style(&config) {
+                fat::write(&sd, &sd_boot, name, &contents)?;
+            }
+        }
         Ok(Rig { pi, sd, sd_boot })
     }
+}
+
+/// `config` turned into Ubuntu 20.04's layout (its config.txt ends with
+/// `cmdline=cmdline.txt`, `include syscfg.txt`, `include usercfg.txt`, and
+/// pibootctl's syscfg.txt sets `cmdline=cmdline.txt` again): the files to
+/// write on the boot partition. A tryboot.txt that only replaced
+/// config.txt's own `cmdline=` would be overridden by syscfg.txt's.
+pub fn ubuntu_style(config: &str) -> [(&'static str, String); 3] {
+    let mut config = config.to_string();
+    if !config.ends_with('\n') {
+        config.push('\n');
+    }
+    config.push_str(
+        "\n# The following settings are \"defaults\" expected to be overridden by the\n\
+         # included configuration (as Ubuntu 20.04 ships it).\n\
+         [all]\ncmdline=cmdline.txt\n\ninclude syscfg.txt\ninclude usercfg.txt\n",
+    );
+    [
+        ("config.txt", config),
+        (
+            "syscfg.txt",
+            "# This file is intended to be modified by the pibootctl utility.\n\
+             enable_uart=1\ndtparam=audio=on\ncmdline=cmdline.txt\n"
+                .to_string(),
+        ),
+        (
+            "usercfg.txt",
+            "# Place \"config.txt\" changes (dtparam, dtoverlay, disable_overscan, etc.) in\n\
+             # this file.\n"
+                .to_string(),
+        ),
+    ]
 }
 
 /// The job that finds the disk with serial `serial` as `$target`, runs
@@ -142,4 +191,39 @@ pub fn fact(facts: &BTreeMap<String, String>, key: &str) -> Result<String> {
         .get(key)
         .cloned()
         .with_context(|| format!("the job printed no {key}="))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::firmware::parse_config_with;
+
+    /// What the firmware stand-in reads from the Ubuntu-style files: the
+    /// same kernel as before, cmdline.txt through syscfg.txt; and a
+    /// tryboot.txt with cmdline= replaced in config.txt alone still boots
+    /// cmdline.txt, which is what the migrate-trial scenario guards.
+    #[test]
+    fn ubuntu_style_config_boots_the_same_and_needs_cmdline_after_the_includes() {
+        let original = "arm_64bit=1\n[pi4]\narm_boost=1\n[all]\nkernel=vmlinuz\ninitramfs initrd.img followkernel\n";
+        let files = ubuntu_style(original);
+        let read_from = |files: &[(&'static str, String); 3], name: &str| {
+            files
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, c)| c.clone())
+        };
+        let config = &files[0].1;
+        let normal = parse_config_with(config, false, &mut |n| read_from(&files, n));
+        assert_eq!(normal, crate::firmware::parse_config(original, false));
+        let replaced_in_place =
+            config.replace("cmdline=cmdline.txt", "cmdline=cmdline.pimigrate.txt");
+        let trial = parse_config_with(&replaced_in_place, true, &mut |n| read_from(&files, n));
+        assert_eq!(
+            trial.cmdline, "cmdline.txt",
+            "syscfg.txt overrides config.txt's own line"
+        );
+        let appended = format!("{config}[all]\ncmdline=cmdline.pimigrate.txt\n");
+        let trial = parse_config_with(&appended, true, &mut |n| read_from(&files, n));
+        assert_eq!(trial.cmdline, "cmdline.pimigrate.txt");
+    }
 }
