@@ -5,36 +5,30 @@ use std::path::Path;
 
 /// Debian's real raspi-firmware hook, from the package: the path of its
 /// extracted tree, or None (said on stderr) where the package cannot be
-/// had. PIMIGRATE_RASPI_FIRMWARE_DEB names a downloaded .deb; otherwise
-/// `apt-get download raspi-firmware` is tried (it needs the
-/// non-free-firmware component in apt's sources).
+/// had, which fails the test in CI (CI=true). PIMIGRATE_RASPI_FIRMWARE_DEB
+/// names a downloaded .deb; otherwise it is downloaded once ([`fetch`]) and
+/// kept for later runs.
 pub fn package() -> Option<tempfile::TempDir> {
     use std::process::Command;
-    let dir = tempfile::tempdir().unwrap();
     let deb = match std::env::var_os("PIMIGRATE_RASPI_FIRMWARE_DEB") {
-        Some(path) => std::path::PathBuf::from(path),
-        None => {
-            let fetched = Command::new("apt-get")
-                .args(["download", "raspi-firmware"])
-                .current_dir(dir.path())
-                .output();
-            let found = std::fs::read_dir(dir.path())
-                .unwrap()
-                .flatten()
-                .map(|e| e.path())
-                .find(|p| p.extension().is_some_and(|e| e == "deb"));
-            match (fetched, found) {
-                (Ok(_), Some(deb)) => deb,
-                _ => {
-                    eprintln!(
-                        "skipping the raspi-firmware hook run: set PIMIGRATE_RASPI_FIRMWARE_DEB to \
-                         Debian's raspi-firmware .deb (apt-get download raspi-firmware, from non-free-firmware)"
-                    );
-                    return None;
-                }
-            }
+        Some(path) => Ok(std::path::PathBuf::from(path)),
+        None => fetch(),
+    };
+    let deb = match deb {
+        Ok(deb) => deb,
+        Err(why) => {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI must run Debian's raspi-firmware hook, but the package could not be had: {why}"
+            );
+            eprintln!(
+                "skipping the raspi-firmware hook run: {why}; set PIMIGRATE_RASPI_FIRMWARE_DEB to \
+                 Debian's raspi-firmware .deb (non-free-firmware)"
+            );
+            return None;
         }
     };
+    let dir = tempfile::tempdir().unwrap();
     let tree = dir.path().join("x");
     let status = Command::new("dpkg-deb")
         .arg("-x")
@@ -44,6 +38,79 @@ pub fn package() -> Option<tempfile::TempDir> {
         .expect("running dpkg-deb");
     assert!(status.success(), "dpkg-deb -x {}", deb.display());
     Some(dir)
+}
+
+/// Downloads bookworm's raspi-firmware .deb into the build's temporary
+/// folder, once: the package is in the non-free-firmware component, which a
+/// machine's own apt sources often lack, so apt runs with a private
+/// configuration there (its own sources list and package lists; the
+/// machine's apt is not touched).
+fn fetch() -> Result<std::path::PathBuf, String> {
+    use std::process::Command;
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("raspi-firmware");
+    let find = |dir: &std::path::Path| {
+        std::fs::read_dir(dir)
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                p.extension().is_some_and(|e| e == "deb")
+                    && p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with("raspi-firmware_"))
+            })
+    };
+    if let Some(deb) = find(&cache) {
+        return Ok(deb);
+    }
+    let apt = cache.join("apt");
+    std::fs::create_dir_all(apt.join("lists/partial")).map_err(|e| e.to_string())?;
+    std::fs::write(
+        apt.join("sources.list"),
+        "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] \
+         http://deb.debian.org/debian bookworm non-free-firmware\n",
+    )
+    .map_err(|e| e.to_string())?;
+    let private = [
+        format!(
+            "-oDir::Etc::SourceList={}",
+            apt.join("sources.list").display()
+        ),
+        "-oDir::Etc::SourceParts=/nonexistent".to_string(),
+        format!("-oDir::State::Lists={}", apt.join("lists").display()),
+        format!("-oDir::Cache={}", apt.display()),
+        "-oAPT::Sandbox::User=root".to_string(),
+        "-oDebug::NoLocking=1".to_string(),
+    ];
+    let run = |args: &[&str], cwd: &std::path::Path| {
+        let out = Command::new("apt-get")
+            .args(&private)
+            .args(args)
+            .current_dir(cwd)
+            .output()
+            .map_err(|e| format!("cannot run apt-get: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "apt-get {} failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    };
+    run(&["-q", "update"], &apt)?;
+    // Into a folder of its own first: a download cut short never looks
+    // like the package to the next run.
+    let partial = cache.join("download");
+    let _ = std::fs::remove_dir_all(&partial);
+    std::fs::create_dir_all(&partial).map_err(|e| e.to_string())?;
+    run(&["-q", "download", "raspi-firmware"], &partial)?;
+    let got = find(&partial).ok_or("apt-get download wrote no raspi-firmware .deb")?;
+    let deb = cache.join(got.file_name().expect("a file name"));
+    std::fs::rename(&got, &deb).map_err(|e| e.to_string())?;
+    Ok(deb)
 }
 
 /// Runs the package's kernel hook against `sysroot` as a kernel update on
