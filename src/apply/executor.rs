@@ -52,12 +52,24 @@ pub fn apply(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<Jo
         .map_err(|err| explain_lost_target(&system.host, &planned, err))
 }
 
+/// How long a target that failed with a device's kind of error (I/O error,
+/// read-only filesystem, no such device) gets to leave the bus before it
+/// counts as present. After an unplug the filesystem can see the errors and
+/// turn read-only before the kernel has finished removing the disk, which
+/// its SCSI error handling can take seconds to do.
+const LOST_TARGET_GRACE: Duration = Duration::from_secs(15);
+
 /// A target that vanished mid-way (unplugged, lost power, bridge reset)
 /// shows up as I/O errors on some file deep in the copy; the user needs to
 /// hear that the disk is gone, that the SD card is as it was, and what to do.
 fn explain_lost_target(host: &Host, planned: &TargetIdentity, err: anyhow::Error) -> anyhow::Error {
     let node = host.sys(&format!("dev/block/{}", planned.devno));
-    if node.exists() {
+    let grace = if device_trouble(&err) {
+        LOST_TARGET_GRACE
+    } else {
+        Duration::ZERO
+    };
+    if !gone_within(&node, grace) {
         return err;
     }
     let serial = planned
@@ -72,6 +84,36 @@ fn explain_lost_target(host: &Host, planned: &TargetIdentity, err: anyhow::Error
          or `pimigrate rollback` to give up",
         planned.path.display()
     ))
+}
+
+/// Whether `err` comes from the kernel's errors of a failing or vanishing
+/// disk, anywhere in its chain (the copy's own errors keep their errno).
+fn device_trouble(err: &anyhow::Error) -> bool {
+    use nix::libc::{EIO, ENODEV, ENXIO, EROFS};
+    err.chain().any(|e| {
+        let errno = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::raw_os_error)
+            .or_else(|| {
+                e.downcast_ref::<crate::copy::CopyError>()
+                    .and_then(|e| e.errno)
+            });
+        matches!(errno, Some(EIO | ENODEV | ENXIO | EROFS))
+    })
+}
+
+/// Whether `node` is gone now or within `grace`, looked at every 100 ms.
+fn gone_within(node: &Path, grace: Duration) -> bool {
+    let start = std::time::Instant::now();
+    loop {
+        if !node.exists() {
+            return true;
+        }
+        if start.elapsed() >= grace {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 fn apply_steps(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<Journal> {
@@ -540,5 +582,41 @@ mod tests {
         let err = anyhow::anyhow!("No space left on device");
         let text = format!("{:#}", explain_lost_target(&host, &usb_ssd(), err));
         assert_eq!(text, "No space left on device");
+    }
+
+    /// The scenario unplug-mid-copy met it: ext4 had turned read-only
+    /// (EROFS, the copy's fatal error) while the kernel was still removing
+    /// the disk, so the device was there when the error came back.
+    #[test]
+    fn a_target_that_leaves_the_bus_just_after_the_error_is_named() {
+        let root = tempfile::tempdir().unwrap();
+        let node = root.path().join("sys/dev/block/8:0");
+        std::fs::create_dir_all(&node).unwrap();
+        let host = Host::with_root(root.path());
+        let erofs = std::io::Error::from_raw_os_error(nix::libc::EROFS);
+        let copy =
+            crate::copy::CopyError::new(Path::new("/x/usr/bin/apt-get"), "create file", &erofs);
+        let err = anyhow::Error::new(copy).context("copying / to /run/pimigrate/target-root");
+        let removal = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(400));
+            std::fs::remove_dir(&node).unwrap();
+        });
+        let text = format!("{:#}", explain_lost_target(&host, &usb_ssd(), err));
+        removal.join().unwrap();
+        assert!(
+            text.starts_with("the target /dev/sda, serial TB-SSD is gone"),
+            "{text}"
+        );
+        assert!(text.contains("Read-only file system"), "{text}");
+    }
+
+    #[test]
+    fn only_a_devices_errors_wait_for_it_to_leave() {
+        let eio = std::io::Error::from_raw_os_error(nix::libc::EIO);
+        assert!(device_trouble(&anyhow::Error::new(eio).context("writing")));
+        let enospc = std::io::Error::from_raw_os_error(nix::libc::ENOSPC);
+        let copy = crate::copy::CopyError::new(Path::new("/x"), "copy data", &enospc);
+        assert!(!device_trouble(&anyhow::Error::new(copy)));
+        assert!(!device_trouble(&anyhow::anyhow!("no root= in cmdline.txt")));
     }
 }
