@@ -21,6 +21,9 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// What is printed while drives are measured (as for `bench`).
+pub use crate::bench::progress::Shown;
+
 /// What the ranking measures and reuses (`recommend`'s flags, or the
 /// wizard's answers).
 #[derive(Debug, Clone)]
@@ -43,15 +46,6 @@ pub struct RankOptions {
     /// `recommend` command writes to no raw disk; the wizard fills it in
     /// once the person agreed (or `--yes` names the target).
     pub raw_writes_allowed: Vec<PathBuf>,
-}
-
-/// What is printed while drives are measured.
-#[derive(Debug, Clone, Copy)]
-pub struct Shown {
-    /// Which drive is being measured, and how.
-    pub chatty: bool,
-    /// A progress bar per test.
-    pub progress_bars: bool,
 }
 
 /// Reuses fresh reports or benchmarks the current root and every
