@@ -13,6 +13,7 @@ pub mod log;
 pub mod loopparts;
 pub mod migration;
 pub mod mount;
+pub mod render;
 pub mod reread;
 pub mod table;
 pub mod wipe;

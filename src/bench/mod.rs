@@ -14,10 +14,12 @@ pub mod job;
 pub mod machine;
 pub mod progress;
 pub mod random;
+pub mod render;
 pub mod report;
 pub mod run;
 #[doc(hidden)]
 pub mod sample;
+pub mod session;
 pub mod suite;
 pub mod target;
 pub mod testfile;

@@ -6,6 +6,15 @@ use super::job::{JobSpec, Limit};
 use super::suite::TestResult;
 use indicatif::{ProgressBar, ProgressStyle};
 
+/// What is printed while drives are measured.
+#[derive(Debug, Clone, Copy)]
+pub struct Shown {
+    /// Which drive is being measured, and how.
+    pub chatty: bool,
+    /// A progress bar per test.
+    pub progress_bars: bool,
+}
+
 pub struct ProgressUi {
     enabled: bool,
 }

@@ -4,6 +4,7 @@ use super::plan::scan_spinner;
 use super::print_json;
 use crate::apply::journal::Journal;
 use crate::apply::migration::{self, ProgressDisplay, Start, Status};
+use crate::apply::render::finished_text;
 use crate::cli::{Cli, MigrateArgs};
 use crate::exit::{EXIT_OK, EXIT_REFUSED};
 use crate::host::Host;
@@ -154,25 +155,6 @@ fn finish(cli: &Cli, journal: &Journal, status: Status) -> Result<u8> {
         })?;
         return Ok(EXIT_OK);
     }
-    let target = journal.plan.target.path.display();
-    match status {
-        Status::AlreadyMigrated => {
-            println!("This system already runs from {target}: nothing to do.")
-        }
-        Status::AlreadyComplete => {
-            println!("The migration to {target} is already complete: nothing to do.")
-        }
-        Status::PendingReboot => println!(
-            "The system was already migrated to {target} and waits for a reboot: nothing to do \
-             (`pimigrate rollback` first to migrate again)."
-        ),
-        Status::Migrated => println!("\nDone: the system is on {target}."),
-    }
-    if status == Status::Migrated || !cli.quiet {
-        println!("Next:");
-        for (n, step) in steps.iter().enumerate() {
-            println!("  {}. {step}", n + 1);
-        }
-    }
+    print!("{}", finished_text(journal, status, &steps, cli.quiet));
     Ok(EXIT_OK)
 }

@@ -22,6 +22,9 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// What is printed while drives are measured (as for `bench`).
+pub use crate::bench::progress::Shown;
+
 /// What the ranking measures and reuses (`recommend`'s flags, or the
 /// wizard's answers).
 #[derive(Debug, Clone)]
@@ -47,15 +50,6 @@ pub struct RankOptions {
     /// Blank drives nobody allowed to be written: read tests only, with a
     /// note that says how to measure their writes.
     pub blank_declined: Vec<PathBuf>,
-}
-
-/// What is printed while drives are measured.
-#[derive(Debug, Clone, Copy)]
-pub struct Shown {
-    /// Which drive is being measured, and how.
-    pub chatty: bool,
-    /// A progress bar per test.
-    pub progress_bars: bool,
 }
 
 /// Reuses fresh reports or benchmarks the current root and every

@@ -4,7 +4,23 @@ use super::formula::times;
 use super::{Entry, Recommendation};
 use std::fmt::Write;
 
+/// The recommendation and, for the `recommend` command, the command to
+/// run next.
 pub fn text(rec: &Recommendation) -> String {
+    let mut out = table(rec);
+    if let Some(pick) = &rec.pick {
+        let _ = writeln!(
+            out,
+            "\nNext: pimigrate plan --target {}",
+            pick.path.display()
+        );
+    }
+    out
+}
+
+/// The ranking, the pick and its reasons, warnings and notes: what the
+/// wizard shows before it goes on to the plan itself.
+pub fn table(rec: &Recommendation) -> String {
     let mut out = String::new();
     let root = &rec.current_root;
     let _ = writeln!(out, "Current root: {}{}", describe(root), report_note(root));
@@ -81,13 +97,6 @@ pub fn text(rec: &Recommendation) -> String {
                 excluded.why
             );
         }
-    }
-    if let Some(pick) = &rec.pick {
-        let _ = writeln!(
-            out,
-            "\nNext: pimigrate plan --target {}",
-            pick.path.display()
-        );
     }
     out
 }

@@ -139,6 +139,19 @@ fn the_usb_ssd_is_picked_over_the_flash_stick() {
 }
 
 #[test]
+fn the_wizard_table_is_the_command_text_without_its_next_step() {
+    let rec = run(&[stick(), ssd("sda", "04e8:61f5")]);
+    let table = render::table(&rec);
+    assert!(!table.contains("Next:"), "{table}");
+    assert_eq!(
+        render::text(&rec),
+        format!("{table}\nNext: pimigrate plan --target /dev/sda\n")
+    );
+    let none = run(&[stick()]);
+    assert_eq!(render::text(&none), render::table(&none));
+}
+
+#[test]
 fn a_flash_drive_slower_at_random_writes_is_warned_and_not_worth_it() {
     let rec = run(&[stick()]);
     let stick = entry(&rec, "sdb");

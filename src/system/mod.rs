@@ -1,9 +1,11 @@
 //! What is true about this machine: read-only.
 
 pub mod disks;
+pub mod listing;
 pub mod mounts;
 pub mod pi;
 pub mod probe;
+pub mod render;
 pub mod source;
 pub mod udev;
 pub mod usage;

@@ -1,7 +1,7 @@
 //! `pimigrate verify`: after the reboot, is the system running from what
 //! the migration built? Checks (pass/fail) from the journal's plan and the
 //! running system, health warnings (advice only), and the before/after
-//! benchmark comparison. Deciding is here; the command does the I/O order.
+//! benchmark comparison. Deciding is here; [`run`] keeps the order of it all.
 
 pub mod after;
 pub mod checks;
@@ -13,6 +13,7 @@ pub mod kernel_log;
 pub mod old_root;
 pub mod regenerated;
 pub mod render;
+pub mod run;
 pub mod state;
 
 use crate::plan::Layout;

@@ -91,13 +91,8 @@ fn how(wizard: &Wizard) -> Result<Benchmarks> {
 }
 
 fn show(wizard: &Wizard, recommendation: &Recommendation) {
-    let table = render::text(recommendation);
-    // The wizard goes on to the plan itself: the "Next:" hint is for the
-    // recommend command alone.
-    let table = table
-        .split("\nNext: pimigrate plan")
-        .next()
-        .unwrap_or_default();
+    // The wizard goes on to the plan itself: no "Next:" hint.
+    let table = render::table(recommendation);
     wizard.ui.say(&format!("\n{table}"));
     match &recommendation.pick {
         Some(pick) => wizard.ui.say(&format!(
