@@ -45,38 +45,8 @@ pub fn run(images: &ImageSet) -> Result<()> {
         "the plan's root PARTUUID {root_partuuid} is not partition 1 of disk {disk_id}"
     );
 
-    // Boot 2: on the SSD's root, the boot partition still the SD card's.
-    let check = format!(
-        r#"{}{PROBE}{IDS_UNIQUE}
-echo "fstab_root=$(findmnt -s -no SOURCE /)"
-set +e
-pimigrate verify --no-bench
-echo "verify_status=$?"
-"#,
-        pimigrate_bin::find_disk("TB-SSD")
-    );
-    let second = pi.run(&check, After::PowerOff)?;
-    ensure!(
-        second.spec.disk == "sd",
-        "the firmware should still boot the SD card: {:?}",
-        second.spec
-    );
-    let out = second.job_ok()?;
-    let f = facts(&out.stdout);
-    expect_fact(&f, "verify_status", "0").with_context(|| out.stdout.clone())?;
-    let ssd_part1 = format!("{}1", f.get("target").context("no target")?);
-    expect_fact(&f, "root", &ssd_part1)?;
-    expect_fact(&f, "boot_firmware", "/dev/mmcblk0p1")?;
-    expect_fact(&f, "fstab_root", &format!("PARTUUID={root_partuuid}"))?;
-    let cmdline = f.get("cmdline").context("no cmdline")?;
-    ensure!(
-        cmdline
-            .split_whitespace()
-            .any(|w| w == format!("root=PARTUUID={root_partuuid}")),
-        "/proc/cmdline has not root=PARTUUID={root_partuuid}: {cmdline}"
-    );
-
-    // From the host, powered off.
+    // From the host, after the reboot that ended boot 1: what the
+    // migration wrote.
     let mbr = Mbr::read(&ssd)?.context("the SSD has no MBR after the migration")?;
     ensure!(
         format!("{:08x}", mbr.signature) == disk_id,
@@ -100,14 +70,44 @@ echo "verify_status=$?"
         "the SSD's fstab does not name {root_partuuid}:\n{fstab}"
     );
 
-    // Boot 3: roll back from the migrated system; boot 4: on the SD again.
-    let third = pi.run(
-        "findmnt -no SOURCE /\npimigrate rollback --yes",
-        After::Reboot,
-    )?;
-    third.job_ok()?;
-    let fourth = pi.run(PROBE, After::PowerOff)?;
-    let f = facts(&fourth.job_ok()?.stdout);
+    // Boot 2: on the SSD's root, the boot partition still the SD card's;
+    // then roll back from the migrated system, and reboot.
+    let check = format!(
+        r#"{}{PROBE}{IDS_UNIQUE}
+echo "fstab_root=$(findmnt -s -no SOURCE /)"
+set +e
+pimigrate verify --no-bench
+echo "verify_status=$?"
+pimigrate rollback --yes
+echo "rollback_status=$?"
+"#,
+        pimigrate_bin::find_disk("TB-SSD")
+    );
+    let second = pi.run(&check, After::Reboot)?;
+    ensure!(
+        second.spec.disk == "sd",
+        "the firmware should still boot the SD card: {:?}",
+        second.spec
+    );
+    let out = second.job_ok()?;
+    let f = facts(&out.stdout);
+    expect_fact(&f, "verify_status", "0").with_context(|| out.stdout.clone())?;
+    expect_fact(&f, "rollback_status", "0").with_context(|| out.stdout.clone())?;
+    let ssd_part1 = format!("{}1", f.get("target").context("no target")?);
+    expect_fact(&f, "root", &ssd_part1)?;
+    expect_fact(&f, "boot_firmware", "/dev/mmcblk0p1")?;
+    expect_fact(&f, "fstab_root", &format!("PARTUUID={root_partuuid}"))?;
+    let cmdline = f.get("cmdline").context("no cmdline")?;
+    ensure!(
+        cmdline
+            .split_whitespace()
+            .any(|w| w == format!("root=PARTUUID={root_partuuid}")),
+        "/proc/cmdline has not root=PARTUUID={root_partuuid}: {cmdline}"
+    );
+
+    // Boot 3: on the SD card again.
+    let third = pi.run(PROBE, After::PowerOff)?;
+    let f = facts(&third.job_ok()?.stdout);
     expect_fact(&f, "root", "/dev/mmcblk0p2")?;
     expect_fact(&f, "boot_firmware", "/dev/mmcblk0p1")?;
     let restored = fat::read(&sd, &sd_boot, "cmdline.txt")?.context("no cmdline.txt")?;
