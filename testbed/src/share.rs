@@ -126,6 +126,9 @@ impl Share {
     pub fn output(&self) -> Result<Option<JobOutput>> {
         let out = self.dir.join("out");
         let status = match fs::read_to_string(out.join("status")) {
+            // The agent's `echo "$status" >status` creates the file before
+            // it writes the number: an empty file is one being written.
+            Ok(s) if s.trim().is_empty() => return Ok(None),
             Ok(s) => s
                 .trim()
                 .parse::<i32>()
@@ -142,5 +145,26 @@ impl Share {
             stdout: read("stdout"),
             stderr: read("stderr"),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_status_file_being_written_is_no_result_yet() {
+        let dir = std::env::temp_dir().join(format!("tb-share-test-{}", std::process::id()));
+        let share = Share::create(dir.clone()).unwrap();
+        assert!(share.output().unwrap().is_none());
+        fs::write(dir.join("out/status"), "").unwrap();
+        assert!(share.output().unwrap().is_none(), "an empty status file");
+        fs::write(dir.join("out/stdout"), "root=/dev/sda1\n").unwrap();
+        fs::write(dir.join("out/status"), "0\n").unwrap();
+        let out = share.output().unwrap().expect("a finished job");
+        assert_eq!((out.status, out.stdout.as_str()), (0, "root=/dev/sda1\n"));
+        fs::write(dir.join("out/status"), "x\n").unwrap();
+        assert!(share.output().is_err(), "a status that is not a number");
+        fs::remove_dir_all(&dir).unwrap();
     }
 }
