@@ -189,11 +189,13 @@ fn run_one(s: &Scenario, images: &ImageSet, times: &Times, parallel: bool) -> bo
 /// other work took more of the host than the figures can bear.
 fn worth_another_run(s: &Scenario, (result, others): &(Result<()>, Option<f64>)) -> Option<String> {
     let e = result.as_ref().err()?;
-    if format!("{e:#}").contains(pi_testbed::qemu::EMULATOR_STALLED) {
-        return Some(format!(
-            "because {}: {e:#}",
-            pi_testbed::qemu::EMULATOR_STALLED
-        ));
+    for fault in [
+        pi_testbed::qemu::EMULATOR_STALLED,
+        pi_testbed::qemu::EMULATOR_CRASHED,
+    ] {
+        if format!("{e:#}").contains(fault) {
+            return Some(format!("because {fault}: {e:#}"));
+        }
     }
     match others {
         Some(others) if s.alone && *others > load::TOO_LOADED => Some(format!(

@@ -227,6 +227,13 @@ impl Running {
             if let Some(status) = self.child.try_wait().context("cannot wait for qemu")? {
                 let console = self.console();
                 let ending = classify(&console);
+                if let Some(signal) = crashed(status) {
+                    bail!(
+                        "{EMULATOR_CRASHED}: QEMU died of signal {signal} ({status}), a fault of the \
+                         emulator itself, not of the guest (serial log: {})",
+                        self.serial_log.display()
+                    );
+                }
                 if ending == Ending::Unknown && !status.success() {
                     let err = fs::read_to_string(&self.stderr_log).unwrap_or_default();
                     bail!(
@@ -276,6 +283,29 @@ pub const STALL_LIMIT: Duration = Duration::from_secs(120);
 /// The words a stalled emulator's error starts with, which the suite
 /// recognises to run the scenario once more.
 pub const EMULATOR_STALLED: &str = "the emulator stalled";
+
+/// The words a crashed emulator's error starts with; the suite runs the
+/// scenario once more, as for a stall. QEMU 7.2's TCG once died of a
+/// general protection fault in `memory_region_dispatch_write` while the
+/// guest kernel was still enumerating PCI (migrate-full, after 8 s), where
+/// nothing of pimigrate had run.
+pub const EMULATOR_CRASHED: &str = "the emulator crashed";
+
+/// The signal of a QEMU that died of a fault of its own (not the harness's
+/// SIGKILL, which ends boots on purpose).
+fn crashed(status: std::process::ExitStatus) -> Option<i32> {
+    use std::os::unix::process::ExitStatusExt;
+    status.signal().filter(|s| {
+        [
+            libc::SIGSEGV,
+            libc::SIGBUS,
+            libc::SIGILL,
+            libc::SIGFPE,
+            libc::SIGABRT,
+        ]
+        .contains(s)
+    })
+}
 
 /// Watches a QEMU process's CPU time (utime + stime in /proc/PID/stat).
 struct Progress {
@@ -337,6 +367,15 @@ mod tests {
         let stat = "42 (qemu-system-x86) S 1 2 3 4 5 6 7 8 9 10 1234 56 7 8 20";
         assert_eq!(cpu_ticks(stat), Some(1234 + 56));
         assert_eq!(cpu_ticks("42 (x) S 1"), None);
+    }
+
+    #[test]
+    fn a_fault_of_qemu_is_a_crash_and_the_harness_kill_is_not() {
+        use std::os::unix::process::ExitStatusExt;
+        let by_signal = |sig: i32| std::process::ExitStatus::from_raw(sig);
+        assert_eq!(crashed(by_signal(libc::SIGSEGV)), Some(libc::SIGSEGV));
+        assert_eq!(crashed(by_signal(libc::SIGKILL)), None);
+        assert_eq!(crashed(std::process::ExitStatus::from_raw(1 << 8)), None);
     }
 
     #[test]
