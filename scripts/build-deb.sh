@@ -12,22 +12,30 @@
 # bullseye and later; docs/packaging.md). Build outputs stay cached there,
 # so a second run only packs. Extra arguments go to `cargo deb`. The last
 # line on stdout is the package's path.
+#
+#   scripts/build-deb.sh --arch arm64 --binary-only
+#
+# compiles a cross build's binary into that cache and stops, without
+# packing: scripts/test.sh does it beside the testbed's speed scenarios,
+# at the lowest priority, so that check-deb.sh later finds it built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
 host_arch=$(dpkg --print-architecture 2>/dev/null || echo unknown)
 arch=$host_arch
-args=()
+args=() binary_only=no
 while [[ $# -gt 0 ]]; do
     case $1 in
         --arch) arch=${2:?--arch needs arm64, armhf or $host_arch}; shift 2 ;;
         --arch=*) arch=${1#--arch=}; shift ;;
+        --binary-only) binary_only=yes; shift ;;
         *) args+=("$1"); shift ;;
     esac
 done
 
 if [[ $arch == "$host_arch" ]]; then
+    [[ $binary_only == no ]] || die "--binary-only is for the cross builds (--arch arm64 or armhf)"
     ensure_build_tools
     # The man pages and completions come from the clap definition; they do
     # not depend on the target architecture.
@@ -49,6 +57,11 @@ triple=$(triple_of "$arch") || die "--arch $arch: this script builds arm64, armh
 ensure_build_chroot
 started=$SECONDS
 say "building the $arch package for $triple with glibc $pi_glibc (in $build_chroot)"
+if [[ $binary_only == yes ]]; then
+    in_build_chroot "$PWD" cargo zigbuild --locked --release --target "$triple.$pi_glibc" >&2
+    say "built the $arch binary in $((SECONDS - started)) s (--binary-only: not packed)"
+    exit 0
+fi
 out=$PWD/target/debian
 mkdir -p "$out"
 # The man pages and completions are text from the clap definition, the

@@ -9,6 +9,10 @@
 # under /var/cache/pimigrate-build, outside the checkout.
 #
 #   sudo scripts/test-arm.sh
+#   sudo scripts/test-arm.sh --build-only   # build the tests, run none
+#
+# (--build-only is what scripts/test.sh does beside the testbed's speed
+# scenarios, at the lowest priority; the full run later finds them built.)
 #
 # Each test binary's result is printed, then per architecture
 # `arm64: N passed, N failed` and `armhf: N passed, N failed`, the tests
@@ -30,6 +34,12 @@ if [[ $(id -u) != 0 ]]; then
     stop "run as root: sudo $0 $*"
 fi
 [[ $(dpkg --print-architecture) == amd64 ]] || stop "the ARM tests run on an x86_64 Debian or Ubuntu machine"
+build_only=no
+case ${1:-} in
+    --build-only) build_only=yes ;;
+    "") ;;
+    *) stop "unknown option $1 (see the comment at the top of $0)" ;;
+esac
 started=$SECONDS
 
 # Tests that cannot run under qemu-user, with the reason; they are named in
@@ -81,6 +91,12 @@ if [[ $build_ok == yes && ${rustc%.*} == "$need" ]]; then
 else
     echo "arm: FAIL the lockfile builds with rustc $rustc, Cargo.toml's rust-version $need (build: $build_ok)"
     failed=$((failed + 1))
+fi
+
+if [[ $build_only == yes ]]; then
+    echo "arm: --build-only: the tests were built ($build_ok, $build_seconds s), none ran"
+    [[ $build_ok == yes ]]
+    exit
 fi
 
 # The test executables of TRIPLE, one "SOURCE EXECUTABLE" a line

@@ -8,9 +8,11 @@
 #      machine's, arm64 and armhf (cross-built against glibc 2.31)
 #   4. the crate's tests on aarch64 and armv7 under qemu-user, built with
 #      Cargo.toml's rust-version (scripts/test-arm.sh)
-#   5. the emulated Raspberry Pi testbed (QEMU) scenarios: those that time
-#      nothing start first and run beside steps 1 to 4; the speed
-#      scenarios run last, alone
+#   5. the emulated Raspberry Pi testbed (QEMU) scenarios
+# in this order: the testbed's speed scenarios first, the only guests on
+# the machine, while the cross builds of steps 3 and 4 compile beside them
+# at the lowest CPU and I/O priority; then steps 1 to 4, with the
+# scenarios that time nothing running beside them.
 #
 #   sudo ./scripts/test.sh                 everything (what CI runs)
 #   sudo ./scripts/test.sh --quick         lints, cargo tests and one boot
@@ -124,10 +126,20 @@ count_summary() {
     fi
 }
 
+# Every host package of every step, installed here, before steps run side
+# by side: two apt-get at once would fail on dpkg's lock.
 setup() {
-    ensure_build_tools &&
+    ensure_build_tools || return
+    # A subshell: these helpers exit on what they cannot install, and the
+    # run must still end with its time table and summary.
+    (
+        set -e
         ensure_packages mkfs.ext4=e2fsprogs losetup=mount mkfs.vfat=dosfstools mcopy=mtools sfdisk=fdisk \
-            rsync=rsync setfacl=acl getfattr=attr setcap=libcap2-bin fio=fio tmux=tmux groff=groff-base
+            rsync=rsync setfacl=acl getfattr=attr setcap=libcap2-bin fio=fio tmux=tmux groff=groff-base \
+            objdump=binutils debootstrap=debootstrap unshare=util-linux
+        [[ $mode == quick ]] || ensure_qemu_user
+        [[ $mode == no-testbed ]] || testbed/run.sh --packages
+    )
 }
 
 lints() {
@@ -179,6 +191,28 @@ packages_and_arm() {
     phase "ARM tests: scripts/test-arm.sh (aarch64, armv7 under qemu-user)" arm_tests
 }
 
+# cross_builds LOG: compiles what steps 3 and 4 cross-build (the arm64 and
+# armhf binaries, the ARM tests) into their cache, so that those steps
+# later find them built. It runs beside the speed scenarios at nice 19 and
+# I/O class idle: a speed scenario's guest uses under one of the two cores
+# on average, and the compilers take only the time it leaves (measured:
+# every speed check passed with its margins; docs/testbed.md, "Two
+# lanes"). Not counted as tests: a build that fails here fails again in
+# its own step, which says so.
+cross_builds() {
+    local log=$1 arch
+    {
+        for arch in arm64 armhf; do
+            nice -n 19 ionice -c 3 scripts/build-deb.sh --arch "$arch" --binary-only || return
+        done
+        nice -n 19 ionice -c 3 scripts/test-arm.sh --build-only
+    } >"$log" 2>&1 || {
+        tail -20 "$log"
+        echo "(the cross builds failed; steps 3 and 4 build again and report)"
+    }
+    return 0
+}
+
 # testbed LOG [ARG...]: the emulated Pi (testbed/run.sh ARG...); it adds its
 # own rows (the image, each scenario) to the time table. Counted by
 # count_testbed LOG STATUS afterwards, since it may run in the background.
@@ -215,20 +249,25 @@ if ! phase "setup: packages and toolchain" setup; then
 else
     case $mode in
         all)
-            # The scenarios that time nothing only need the machine's spare
-            # time (each guest waits on its emulated disks much of it), so
-            # they start first and run in the background while steps 1 to 4
-            # are built and run; the speed scenarios run after everything
-            # else, alone.
+            # The speed scenarios first, the only guests, with the cross
+            # builds beside them at the lowest priority: they leave most of
+            # a core unused. Then the scenarios that time nothing only need
+            # the machine's spare time (each guest waits on its emulated
+            # disks much of it), so they run in the background while steps
+            # 1 to 4 run; steps 3 and 4 wait for the cross builds.
+            phase "cross builds for steps 3 and 4 (nice 19, beside the speed scenarios)" \
+                cross_builds "$logs/cross-builds" &
+            cross=$!
+            phase "testbed: speed scenarios, the only guests (wall time)" testbed "$logs/alone" --lane alone
+            count_testbed "$logs/alone" $?
             phase "testbed: scenarios that time nothing (wall time, beside steps 1 to 4)" \
                 testbed "$logs/shared" --lane shared &
             shared=$!
             lints_and_cargo_tests
+            wait "$cross"
             packages_and_arm
             wait "$shared"
             count_testbed "$logs/shared" $?
-            phase "testbed: speed scenarios, alone (wall time)" testbed "$logs/alone" --lane alone
-            count_testbed "$logs/alone" $?
             ;;
         quick)
             lints_and_cargo_tests

@@ -3,6 +3,7 @@
 #
 #   testbed/run.sh                 every scenario
 #   testbed/run.sh sd-boot ...     the named ones (`testbed/run.sh --list`)
+#   testbed/run.sh --packages      only install the host packages it needs
 #
 # Installs the host packages it needs, builds or reuses the cached image,
 # runs the scenarios and exits non-zero on any failure. Nothing is ever
@@ -81,6 +82,9 @@ fi
 install_packages
 leftover=$(missing_packages)
 [[ -z $leftover ]] || setup_failed "still missing after install: $leftover"
+# --packages: only the host packages (scripts/test.sh installs them up
+# front, so that no two of its steps run apt at once).
+[[ ${1:-} == --packages ]] && exit 0
 
 # Disk space, checked up front so that a small disk is one clear failure
 # instead of sixteen "No space left on device". Each scenario's disk images

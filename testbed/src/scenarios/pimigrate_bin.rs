@@ -57,8 +57,12 @@ dups=$(echo "$ids" | sort | uniq -d)
 pub const TRIAL_SYSROOT: &str = r#"
 sysroot=/run/tb-sysroot
 rm -rf "$sysroot"; mkdir -p "$sysroot/proc"
-for d in /*; do [ "$d" = /proc ] || ln -s "$d" "$sysroot${d}"; done
-for p in /proc/*; do ln -s "$p" "$sysroot$p"; done
+# One ln for all the links of a directory: under TCG every process costs
+# tens of milliseconds, and /proc has some 150 entries (a ln each: 14.5 s
+# of every boot's job; one ln: 0.7 s).
+top=(); for d in /*; do [ "$d" = /proc ] || top+=("$d"); done
+ln -s "${top[@]}" "$sysroot/"
+ln -s /proc/* "$sysroot/proc/"
 mkdir -p "$sysroot/proc/device-tree/chosen/bootloader"
 case "${tryboot_flag:-1}" in
     1) printf '\000\000\000\001' ;;
