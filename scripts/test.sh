@@ -10,9 +10,9 @@
 #      Cargo.toml's rust-version (scripts/test-arm.sh)
 #   5. the emulated Raspberry Pi testbed (QEMU) scenarios
 # in this order: the testbed's speed scenarios first, the only guests on
-# the machine, while the cross builds of steps 3 and 4 compile beside them
-# at the lowest CPU and I/O priority; then steps 1 to 4, with the
-# scenarios that time nothing running beside them.
+# the machine, while the builds of steps 1 to 4 compile beside them at the
+# lowest CPU and I/O priority; then steps 1 to 4, with the scenarios that
+# time nothing running beside them.
 #
 #   sudo ./scripts/test.sh                 everything (what CI runs)
 #   sudo ./scripts/test.sh --quick         lints, cargo tests and one boot
@@ -191,26 +191,30 @@ packages_and_arm() {
     phase "ARM tests: scripts/test-arm.sh (aarch64, armv7 under qemu-user)" arm_tests
 }
 
-# cross_builds LOG: compiles what steps 3 and 4 cross-build (the arm64 and
-# armhf binaries, the ARM tests) into their cache, so that those steps
-# later find them built. It runs beside the speed scenarios at nice 19 and
-# I/O class idle: a speed scenario's guest uses under one of the two cores
-# on average, and the compilers take only the time it leaves (measured:
-# every speed check passed with its margins; docs/testbed.md, "Two
-# lanes"). Not counted as tests: a build that fails here fails again in
-# its own step, which says so.
-cross_builds() {
-    local log=$1 arch
-    {
-        for arch in arm64 armhf; do
-            nice -n 19 ionice -c 3 scripts/build-deb.sh --arch "$arch" --binary-only || return
-        done
-        nice -n 19 ionice -c 3 scripts/test-arm.sh --build-only
-    } >"$log" 2>&1 || {
+# early_builds LOG: compiles what steps 1 to 4 build (the arm64 and armhf
+# binaries, the ARM tests, then this machine's lints and tests) into their
+# caches, so that those steps later find them built. It runs beside the
+# speed scenarios at nice 19 and I/O class idle: a speed scenario's guest
+# uses under one of the two cores on average, and the compilers take only
+# the time it leaves (measured: every speed check passed with its margins;
+# docs/testbed.md, "Two lanes"). Nothing here is counted as a test: a build
+# that fails here fails again in its own step, which says so.
+early_builds() {
+    local log=$1 arch status=0
+    low() { nice -n 19 ionice -c 3 "$@" >>"$log" 2>&1 || status=1; }
+    for arch in arm64 armhf; do
+        low scripts/build-deb.sh --arch "$arch" --binary-only
+    done
+    low scripts/test-arm.sh --build-only
+    # This machine's builds last: the testbed's own cargo build at the
+    # start of the speed lane must not wait for cargo's lock.
+    low cargo clippy --workspace --all-targets --locked -- -D warnings
+    low cargo test --workspace --locked --no-run
+    if [[ $status != 0 ]]; then
         tail -20 "$log"
-        echo "(the cross builds failed; steps 3 and 4 build again and report)"
-    }
-    return 0
+        echo "(a build failed here; its step builds it again and reports)"
+    fi
+    return "$status"
 }
 
 # testbed LOG [ARG...]: the emulated Pi (testbed/run.sh ARG...); it adds its
@@ -249,22 +253,24 @@ if ! phase "setup: packages and toolchain" setup; then
 else
     case $mode in
         all)
-            # The speed scenarios first, the only guests, with the cross
-            # builds beside them at the lowest priority: they leave most of
-            # a core unused. Then the scenarios that time nothing only need
-            # the machine's spare time (each guest waits on its emulated
-            # disks much of it), so they run in the background while steps
-            # 1 to 4 run; steps 3 and 4 wait for the cross builds.
-            phase "cross builds for steps 3 and 4 (nice 19, beside the speed scenarios)" \
-                cross_builds "$logs/cross-builds" &
-            cross=$!
+            # The speed scenarios first, the only guests, with the builds
+            # of steps 1 to 4 beside them at the lowest priority: they
+            # leave most of a core unused. Then the scenarios that time
+            # nothing only need the machine's spare time (each guest waits
+            # on its emulated disks much of it), so they run in the
+            # background while steps 1 to 4 run.
+            phase "builds of steps 1 to 4 (nice 19, beside the speed scenarios)" \
+                early_builds "$logs/early-builds" &
+            early=$!
             phase "testbed: speed scenarios, the only guests (wall time)" testbed "$logs/alone" --lane alone
             count_testbed "$logs/alone" $?
+            # Before the next lane: its cargo build would wait for the
+            # builds' lock anyway.
+            wait "$early"
             phase "testbed: scenarios that time nothing (wall time, beside steps 1 to 4)" \
                 testbed "$logs/shared" --lane shared &
             shared=$!
             lints_and_cargo_tests
-            wait "$cross"
             packages_and_arm
             wait "$shared"
             count_testbed "$logs/shared" $?
