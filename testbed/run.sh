@@ -101,7 +101,10 @@ check_disk_space() {
     local target=${CARGO_TARGET_DIR:-$PWD/target}
     local cache=${PI_TESTBED_CACHE:-/var/cache/pimigrate-testbed}
     # Scenarios that time nothing run PI_TESTBED_JOBS (2) at a time.
-    local scenarios=$((${PI_TESTBED_JOBS:-2} * (3 << 30))) build=0
+    # (One more later with PI_TESTBED_EXTRA_JOB_AFTER.)
+    local jobs=${PI_TESTBED_JOBS:-2}
+    [[ -z ${PI_TESTBED_EXTRA_JOB_AFTER:-} ]] || jobs=$((jobs + 1))
+    local scenarios=$((jobs * (3 << 30))) build=0
     [[ -f $cache/images/$(testbed/image/build-image.sh --print-key)/READY ]] || build=$((3 << 30))
     mkdir -p "$target" "$cache"
     if [[ $(stat -c %d "$target") == $(stat -c %d "$cache") ]]; then
