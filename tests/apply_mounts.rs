@@ -36,6 +36,61 @@ fn a_read_only_bind_shows_files_hidden_under_mount_points() {
 }
 
 #[test]
+fn an_unmount_waits_out_a_moments_holder() {
+    if !common::require_root("bind mounts") {
+        return;
+    }
+    let source = tempfile::tempdir_in("/var/tmp").unwrap();
+    std::fs::write(source.path().join("file"), "x").unwrap();
+    let bind = bind_read_only(source.path(), "test-held").unwrap();
+    // Held open for a moment, as by something statting every mount point.
+    let held = std::fs::File::open(bind.path().join("file")).unwrap();
+    let holder = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        drop(held);
+    });
+    let point = bind.path().to_path_buf();
+    bind.unmount().unwrap();
+    holder.join().unwrap();
+    assert!(
+        !point.exists(),
+        "the mount point is removed after unmounting"
+    );
+}
+
+#[test]
+fn a_mount_in_use_is_reported_busy_and_left_in_place() {
+    if !common::require_root("bind mounts") {
+        return;
+    }
+    let source = tempfile::tempdir_in("/var/tmp").unwrap();
+    std::fs::write(source.path().join("file"), "x").unwrap();
+    let bind = bind_read_only(source.path(), "test-busy").unwrap();
+    let point = bind.path().to_path_buf();
+    let held = std::fs::File::open(point.join("file")).unwrap();
+    let started = std::time::Instant::now();
+    let err = bind.unmount().unwrap_err();
+    assert!(
+        format!("{err:#}").contains("EBUSY"),
+        "not reported busy: {err:#}"
+    );
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(1),
+        "gave up on a busy mount after {:?}",
+        started.elapsed()
+    );
+    // Still mounted (the file is still read through it), so not removed.
+    assert_eq!(std::fs::read_to_string(point.join("file")).unwrap(), "x");
+    drop(held);
+    assert!(Command::new("umount")
+        .arg(&point)
+        .status()
+        .unwrap()
+        .success());
+    std::fs::remove_dir(&point).unwrap();
+}
+
+#[test]
 fn a_dropped_mount_is_unmounted_and_its_directory_removed() {
     if !common::require_root("mounting ext4") {
         return;

@@ -6,6 +6,7 @@ use anyhow::{Context, Result};
 use nix::errno::Errno;
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// Private directory for the tool's mount points (0700, root only).
 pub const RUN_DIR: &str = "/run/pimigrate";
@@ -29,11 +30,31 @@ impl Mounted {
         if !self.active {
             return Ok(());
         }
-        umount2(&self.point, MntFlags::empty())
+        unmount_past_a_moments_holder(&self.point)
             .with_context(|| format!("unmounting {}", self.point.display()))?;
         self.active = false;
         std::fs::remove_dir(&self.point)
             .with_context(|| format!("removing the mount point {}", self.point.display()))
+    }
+}
+
+/// How long an unmount that finds the mount busy keeps trying.
+const BUSY_GRACE: Duration = Duration::from_secs(2);
+
+/// Unmounts `point`, trying again for [`BUSY_GRACE`] while the kernel says
+/// EBUSY: whatever stats every mount point (a disk listing, as sysinfo's
+/// does, or a desktop's disk monitor) holds ours for an instant, and an
+/// unmount at that instant fails. A mount really in use stays busy and
+/// fails after the grace.
+fn unmount_past_a_moments_holder(point: &Path) -> nix::Result<()> {
+    let deadline = Instant::now() + BUSY_GRACE;
+    loop {
+        match umount2(point, MntFlags::empty()) {
+            Err(Errno::EBUSY) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            done => return done,
+        }
     }
 }
 
