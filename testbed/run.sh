@@ -89,7 +89,8 @@ leftover=$(missing_packages)
 # Disk space, checked up front so that a small disk is one clear failure
 # instead of sixteen "No space left on device". Each scenario's disk images
 # are removed when it ends (PI_TESTBED_KEEP_WORK=1 keeps them); the largest
-# scenario peaks at about 2.5 GB, two run at once, and building the image
+# scenario peaks at about 2.5 GB, two run at once (three with
+# PI_TESTBED_EXTRA_JOB_AFTER), and building the image
 # needs about 2 GB more in the cache until it is done.
 mib() { echo "$(($1 >> 20)) MiB"; }
 require_free() { # DIR BYTES WHAT
