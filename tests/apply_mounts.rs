@@ -35,14 +35,20 @@ fn a_read_only_bind_shows_files_hidden_under_mount_points() {
     );
 }
 
+/// A read-only bind of a fresh directory holding `file`, mounted as `name`.
+fn bound_file(name: &str) -> (tempfile::TempDir, pimigrate::apply::mount::Mounted) {
+    let source = tempfile::tempdir_in("/var/tmp").unwrap();
+    std::fs::write(source.path().join("file"), "x").unwrap();
+    let bind = bind_read_only(source.path(), name).unwrap();
+    (source, bind)
+}
+
 #[test]
 fn an_unmount_waits_out_a_moments_holder() {
     if !common::require_root("bind mounts") {
         return;
     }
-    let source = tempfile::tempdir_in("/var/tmp").unwrap();
-    std::fs::write(source.path().join("file"), "x").unwrap();
-    let bind = bind_read_only(source.path(), "test-held").unwrap();
+    let (_source, bind) = bound_file("test-held");
     // Held open for a moment, as by something statting every mount point.
     let held = std::fs::File::open(bind.path().join("file")).unwrap();
     let holder = std::thread::spawn(move || {
@@ -63,9 +69,7 @@ fn a_mount_in_use_is_reported_busy_and_left_in_place() {
     if !common::require_root("bind mounts") {
         return;
     }
-    let source = tempfile::tempdir_in("/var/tmp").unwrap();
-    std::fs::write(source.path().join("file"), "x").unwrap();
-    let bind = bind_read_only(source.path(), "test-busy").unwrap();
+    let (_source, bind) = bound_file("test-busy");
     let point = bind.path().to_path_buf();
     let held = std::fs::File::open(point.join("file")).unwrap();
     let started = std::time::Instant::now();
