@@ -92,7 +92,8 @@ chroot "$root" systemctl mask apt-daily.timer apt-daily-upgrade.timer \
 chroot "$root" systemctl set-default multi-user.target >&2
 # A NIC exists only when a scenario asks for QEMU user networking; then
 # systemd-networkd takes a DHCP lease (files/etc/systemd/network). Nothing
-# may wait for the network: most boots have none.
+# may wait for the network: most boots have none, and there neither it nor
+# sshd starts (a condition on the kernel's testbed.net, files/etc/systemd).
 chroot "$root" systemctl enable systemd-networkd.service ssh.service >&2
 chroot "$root" systemctl mask systemd-networkd-wait-online.service >&2
 chroot "$root" passwd -d root >&2
