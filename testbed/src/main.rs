@@ -157,6 +157,7 @@ fn run_one(s: &Scenario, images: &ImageSet, times: &Times, parallel: bool) -> bo
     let mut outcome = attempt(s, images);
     if let Some(why) = worth_another_run(s, &outcome) {
         eprintln!("testbed: {} failed {why}; running it once more", s.name);
+        keep_first_attempts_logs(s.name);
         let _ = clear_work(s.name);
         outcome = attempt(s, images);
     }
@@ -203,6 +204,25 @@ fn run_one(s: &Scenario, images: &ImageSet, times: &Times, parallel: bool) -> bo
         eprintln!("testbed: {e:#}");
     }
     result.is_ok()
+}
+
+/// Moves a failed attempt's logs to `testbed-logs/<name>.first-attempt/`
+/// before the next attempt starts its own, so that what went wrong the
+/// first time can still be read after the run.
+fn keep_first_attempts_logs(name: &str) {
+    let logs = pi_testbed::pi::target_dir().join("testbed-logs");
+    let kept = logs.join(format!("{name}.first-attempt"));
+    let _ = std::fs::remove_dir_all(&kept);
+    match std::fs::rename(logs.join(name), &kept) {
+        Ok(()) => eprintln!(
+            "testbed: the first attempt's logs are in {}/",
+            kept.display()
+        ),
+        Err(e) => eprintln!(
+            "testbed: cannot keep the first attempt's logs in {}: {e}",
+            kept.display()
+        ),
+    }
 }
 
 /// Why a failed run says nothing about the code under test, if it does
