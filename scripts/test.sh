@@ -11,8 +11,9 @@
 #   5. the emulated Raspberry Pi testbed (QEMU) scenarios
 # in this order: the testbed's speed scenarios first, the only guests on
 # the machine, while the builds of steps 1 to 4 compile beside them at the
-# lowest CPU and I/O priority; then steps 1 to 4, with the scenarios that
-# time nothing running beside them.
+# lowest CPU and I/O priority and step 4's tests run after those builds;
+# then steps 1 to 3, with the scenarios that time nothing running beside
+# them.
 #
 #   sudo ./scripts/test.sh                 everything (what CI runs)
 #   sudo ./scripts/test.sh --quick         lints, cargo tests and one boot
@@ -183,12 +184,30 @@ arm_tests() {
     return "$status"
 }
 
-# Steps 3 and 4.
-packages_and_arm() {
+# arm_tests_beside: step 4 at nice 19 in the background job of the early
+# builds, whose counters this shell cannot see: it leaves its output in
+# $logs/arm and its exit status in $logs/arm.status for count_arm_beside.
+arm_tests_beside() {
+    nice -n 19 scripts/test-arm.sh >"$logs/arm" 2>&1
+    echo $? >"$logs/arm.status"
+    return "$(cat "$logs/arm.status")"
+}
+count_arm_beside() {
+    count_summary arm "$(cat "$logs/arm.status" 2>/dev/null || echo 1)" "$logs/arm"
+}
+
+# Step 3.
+packages() {
     phase "Debian package: scripts/check-deb.sh" debian_package
     phase "Debian package for arm64: scripts/check-deb.sh --arch arm64" debian_package --arch arm64
     phase "Debian package for armhf: scripts/check-deb.sh --arch armhf" debian_package --arch armhf
-    phase "ARM tests: scripts/test-arm.sh (aarch64, armv7 under qemu-user)" arm_tests
+}
+ARM_TESTS="ARM tests: scripts/test-arm.sh (aarch64, armv7 under qemu-user)"
+
+# Steps 3 and 4.
+packages_and_arm() {
+    packages
+    phase "$ARM_TESTS" arm_tests
 }
 
 # early_builds LOG: compiles what steps 1 to 4 build (the arm64 and armhf
@@ -259,22 +278,33 @@ else
             # nothing only need the machine's spare time (each guest waits
             # on its emulated disks much of it), so they run in the
             # background while steps 1 to 4 run.
-            phase "builds of steps 1 to 4 (nice 19, beside the speed scenarios)" \
-                early_builds "$logs/early-builds" &
+            # Step 4's runs follow the builds in the same job: the builds
+            # end minutes before the speed scenarios do, and that time was
+            # otherwise left to the one guest. Steps 1 and 2 start only
+            # after step 4: their tests and the ARM ones both use loop
+            # devices and mounts, and never run at once.
+            {
+                phase "builds of steps 1 to 4 (nice 19, beside the speed scenarios)" \
+                    early_builds "$logs/early-builds"
+                phase "$ARM_TESTS (nice 19, from beside the speed scenarios on)" \
+                    arm_tests_beside
+            } &
             early=$!
             phase "testbed: speed scenarios, the only guests (wall time)" testbed "$logs/alone" --lane alone
             count_testbed "$logs/alone" $?
-            # Before the next lane: its cargo build would wait for the
-            # builds' lock anyway.
-            wait "$early"
             # Two guests at a time beside steps 1 to 4, three once those
             # are done: two guests alone leave part of the machine idle.
+            # (The lane's cargo build waits for the builds' lock if they
+            # still run.)
             PI_TESTBED_EXTRA_JOB_AFTER=$logs/steps-done \
                 phase "testbed: scenarios that time nothing (wall time, beside steps 1 to 4)" \
                 testbed "$logs/shared" --lane shared &
             shared=$!
+            wait "$early"
+            cat "$logs/arm"
+            count_arm_beside
             lints_and_cargo_tests
-            packages_and_arm
+            packages
             touch "$logs/steps-done"
             wait "$shared"
             count_testbed "$logs/shared" $?
