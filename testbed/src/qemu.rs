@@ -256,11 +256,14 @@ impl Running {
                 return Ok(self.record(Ending::Killed, progress.cpu()));
             }
             if let Some(stalled) = stalled {
+                let threads = self.serial_log.with_extension("stalled-threads.txt");
+                let _ = fs::write(&threads, thread_states(self.child.id()));
                 self.kill()?;
                 bail!(
                     "{EMULATOR_STALLED}: QEMU used no CPU time for {stalled:.0?}, so the guest was \
-                     not running at all; killed it (serial log: {})",
-                    self.serial_log.display()
+                     not running at all; killed it (serial log: {}; where its threads waited: {})",
+                    self.serial_log.display(),
+                    threads.display()
                 );
             }
             std::thread::sleep(Duration::from_millis(500));
@@ -282,6 +285,34 @@ impl Running {
             cpu,
         }
     }
+}
+
+/// Each thread of process `pid`: its name, state and the kernel function it
+/// sleeps in (`wchan`), so a stall says whether QEMU waited on the host's
+/// disk (an fdatasync behind other writers) or on itself (a lock).
+fn thread_states(pid: u32) -> String {
+    let task = PathBuf::from(format!("/proc/{pid}/task"));
+    let read = |p: PathBuf| fs::read_to_string(p).unwrap_or_default();
+    let mut out = String::new();
+    for entry in fs::read_dir(&task).into_iter().flatten().flatten() {
+        let dir = entry.path();
+        let stat = read(dir.join("stat"));
+        // The state is the field after the parenthesised name.
+        let state = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .next();
+        out.push_str(&format!(
+            "{} {} state={} wchan={}\n",
+            entry.file_name().to_string_lossy(),
+            read(dir.join("comm")).trim(),
+            state.unwrap_or("?"),
+            read(dir.join("wchan")).trim()
+        ));
+    }
+    out
 }
 
 /// How long QEMU may use no CPU time at all before it counts as hung.
@@ -368,6 +399,21 @@ impl Drop for Running {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_every_thread_with_its_state_and_wait() {
+        let report = thread_states(std::process::id());
+        let lines: Vec<&str> = report.lines().collect();
+        assert!(!lines.is_empty(), "no thread listed: {report:?}");
+        for line in &lines {
+            assert!(
+                line.contains(" state=") && line.contains(" wchan="),
+                "a line without state or wchan: {line:?}"
+            );
+        }
+        // This thread is running the test, so at least one thread is R.
+        assert!(report.contains("state=R"), "no running thread: {report}");
+    }
 
     #[test]
     fn reads_cpu_ticks_after_the_command_name() {
