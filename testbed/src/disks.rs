@@ -131,10 +131,18 @@ impl Disk {
     /// `TB-<NAME>` (`lsblk -o NAME,SERIAL`), not by its kernel name.
     pub fn qemu_args(&self, io_engine: IoEngine) -> Vec<String> {
         let id = format!("drv-{}", self.name);
-        // cache=writeback keeps guest flushes meaningful: killing QEMU loses
-        // only what the guest had not written to its "disk" yet, as a power cut.
+        // cache=unsafe: the guest's flushes are not passed on to the host's
+        // disk. A raw image has no cache of QEMU's own, so every write QEMU
+        // took from the guest is in the host's page cache at once, and
+        // killing QEMU (the testbed's power cut) still loses only what the
+        // guest had not written to its "disk" yet; only a crash of the host
+        // would lose more, and the images are scratch copies. With
+        // cache=writeback each flush was an fdatasync of the image, which
+        // waits behind the host's other writers (the builds beside the
+        // speed scenarios): the likeliest cause of the guests that used no
+        // CPU for two minutes there (docs/testbed.md, "Two lanes").
         let drive = format!(
-            "if=none,id={id},file={},format=raw,cache=writeback,aio={}{}",
+            "if=none,id={id},file={},format=raw,cache=unsafe,aio={}{}",
             self.image.display(),
             io_engine.aio(),
             self.profile.drive_options(self.bus.request_size())
