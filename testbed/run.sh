@@ -32,6 +32,11 @@ declare -A need=(
     [mkfs.ext4]=e2fsprogs
     [debugfs]=e2fsprogs
     [flock]=util-linux
+    # The firmware stand-in marks a trial boot's device tree (fdtput); its
+    # tests compile device trees (dtc) and read them back (fdtget).
+    [fdtput]=device-tree-compiler
+    [fdtget]=device-tree-compiler
+    [dtc]=device-tree-compiler
     # The fleet scenario drives the guest with Ansible over SSH.
     [ansible-playbook]=ansible-core
     [ssh]=openssh-client

@@ -41,6 +41,19 @@ pub fn read(image: &Path, part: &Partition, path: &str) -> Result<Option<String>
     )
 }
 
+/// Whether `path` (relative to the FAT root) exists, without reading it.
+pub fn exists(image: &Path, part: &Partition, path: &str) -> Result<bool> {
+    let file = format!("::/{}", path.trim_start_matches('/'));
+    let out = mtools("mdir")
+        .arg("-b")
+        .arg("-i")
+        .arg(target(image, part))
+        .arg(&file)
+        .output()
+        .context("cannot run mdir: install mtools (testbed/run.sh does)")?;
+    Ok(out.status.success())
+}
+
 /// Copies `path` out of the FAT to `dest` on the host.
 pub fn copy_out(image: &Path, part: &Partition, path: &str, dest: &Path) -> Result<()> {
     let file = format!("::/{}", path.trim_start_matches('/'));

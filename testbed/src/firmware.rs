@@ -1,10 +1,13 @@
-//! The firmware stand-in: what a Pi 4's boot ROM and `start4.elf` do before
+//! The firmware stand-in: what a Pi's boot ROM and `start*.elf` do before
 //! Linux runs, reduced to what a migration depends on. It picks the boot disk
-//! by boot order, takes its first FAT partition, reads `config.txt` (or
-//! `tryboot.txt` in a trial boot), honours `[all]`/`[pi4]`/`[tryboot]`
-//! sections, `include FILE`, `os_prefix=`, `kernel=`, `initramfs` and
-//! `cmdline=`, and hands
-//! QEMU a kernel, an initramfs and a command line.
+//! by the [`Model`]'s boot order, takes its first FAT partition, reads
+//! `config.txt` (or `tryboot.txt` in a trial boot, where the model has the
+//! EEPROM bootloader that offers one), honours `[all]`, the model's own
+//! section (`[pi4]`, `[pi3]`) and `[tryboot]`, `include FILE`,
+//! `os_prefix=`, `kernel=`, `initramfs`, `cmdline=`, `device_tree=` and
+//! `upstream_kernel=`, and hands QEMU a kernel, an initramfs, a command line
+//! and, where the partition holds one, the model's device tree, marked as
+//! a trial boot as the real firmware marks it.
 
 use crate::disks::{Bus, Disk};
 use crate::fat;
@@ -15,6 +18,53 @@ use std::path::{Path, PathBuf};
 /// The EEPROM `BOOT_ORDER=0xf461` of a Pi 4 set up for USB/NVMe boot: SD
 /// card first, then NVMe, then USB mass storage.
 pub const BOOT_ORDER: [Bus; 4] = [Bus::Sd, Bus::Nvme, Bus::UsbUas, Bus::UsbStorage];
+
+/// The Pi the stand-in plays. The x86 guest plays a Pi 4 (its disks and
+/// boot order); QEMU's `raspi3b` machine is a Pi 3 Model B.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Model {
+    Pi4B,
+    /// With the one-time OTP setting for USB boot (`program_usb_boot_mode`):
+    /// the SD card first, then USB mass storage. No EEPROM bootloader, so no
+    /// tryboot, and no NVMe.
+    Pi3B,
+}
+
+impl Model {
+    /// The config.txt section filter naming this model.
+    fn section(self) -> &'static str {
+        match self {
+            Model::Pi4B => "pi4",
+            Model::Pi3B => "pi3",
+        }
+    }
+
+    /// The disks' buses in the order the boot ROM or EEPROM tries them.
+    pub fn boot_order(self) -> &'static [Bus] {
+        match self {
+            Model::Pi4B => &BOOT_ORDER,
+            Model::Pi3B => &[Bus::Sd, Bus::UsbUas, Bus::UsbStorage],
+        }
+    }
+
+    /// Whether `reboot "0 tryboot"` makes the next boot a trial boot: only
+    /// the EEPROM bootloader of the Pi 4 family (and later) keeps the flag.
+    pub fn has_tryboot(self) -> bool {
+        matches!(self, Model::Pi4B)
+    }
+
+    /// The device trees the firmware looks for, in order: with
+    /// `upstream_kernel=1` (Debian's raspi-firmware writes it) upstream
+    /// Linux's name first, then the Raspberry Pi kernel's, which the
+    /// firmware falls back to.
+    pub fn device_trees(self, upstream_kernel: bool) -> &'static [&'static str] {
+        match (self, upstream_kernel) {
+            (Model::Pi4B, _) => &["bcm2711-rpi-4-b.dtb"],
+            (Model::Pi3B, true) => &["bcm2837-rpi-3-b.dtb", "bcm2710-rpi-3-b.dtb"],
+            (Model::Pi3B, false) => &["bcm2710-rpi-3-b.dtb"],
+        }
+    }
+}
 
 /// What the firmware decided to boot.
 #[derive(Debug, Clone)]
@@ -27,6 +77,9 @@ pub struct BootSpec {
     pub kernel: PathBuf,
     pub initrd: Option<PathBuf>,
     pub cmdline: String,
+    /// The device tree, when the boot partition has the model's (the x86
+    /// guest's has none); in a trial boot it carries the tryboot flag.
+    pub dtb: Option<PathBuf>,
 }
 
 /// Settings that matter here, after section filtering.
@@ -36,6 +89,10 @@ pub struct Config {
     pub initramfs: Option<String>,
     pub cmdline: String,
     pub os_prefix: String,
+    /// `device_tree=`: a device tree file other than the model's own.
+    pub device_tree: Option<String>,
+    /// `upstream_kernel=1`: upstream Linux's device tree names first.
+    pub upstream_kernel: bool,
 }
 
 impl Default for Config {
@@ -46,6 +103,8 @@ impl Default for Config {
             initramfs: None,
             cmdline: "cmdline.txt".into(),
             os_prefix: String::new(),
+            device_tree: None,
+            upstream_kernel: false,
         }
     }
 }
@@ -57,6 +116,24 @@ impl Default for Config {
 /// followed (see [`parse_config_with`]).
 pub fn parse_config(text: &str, tryboot: bool) -> Config {
     parse_config_with(text, tryboot, &mut |_| None)
+}
+
+/// [`parse_config_with`] as the firmware of `model` reads it: its own
+/// section filter matches instead of `[pi4]`.
+pub fn parse_config_for(
+    model: Model,
+    text: &str,
+    tryboot: bool,
+    read: &mut dyn FnMut(&str) -> Option<String>,
+) -> Config {
+    let mut parser = Parser {
+        cfg: Config::default(),
+        active: true,
+        tryboot,
+        model,
+    };
+    parser.feed(text, read, 0);
+    parser.cfg
 }
 
 /// How deep `include` nests before the stand-in stops following it.
@@ -73,19 +150,14 @@ pub fn parse_config_with(
     tryboot: bool,
     read: &mut dyn FnMut(&str) -> Option<String>,
 ) -> Config {
-    let mut parser = Parser {
-        cfg: Config::default(),
-        active: true,
-        tryboot,
-    };
-    parser.feed(text, read, 0);
-    parser.cfg
+    parse_config_for(Model::Pi4B, text, tryboot, read)
 }
 
 struct Parser {
     cfg: Config,
     active: bool,
     tryboot: bool,
+    model: Model,
 }
 
 impl Parser {
@@ -97,9 +169,9 @@ impl Parser {
             }
             if let Some(filter) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
                 self.active = match filter.trim() {
-                    "all" | "pi4" => true,
+                    "all" => true,
                     "tryboot" => self.tryboot,
-                    _ => false,
+                    own => own == self.model.section(),
                 };
                 continue;
             }
@@ -121,6 +193,8 @@ impl Parser {
                     "kernel" => self.cfg.kernel = value,
                     "cmdline" => self.cfg.cmdline = value,
                     "os_prefix" => self.cfg.os_prefix = value,
+                    "device_tree" => self.cfg.device_tree = Some(value),
+                    "upstream_kernel" => self.cfg.upstream_kernel = value == "1",
                     _ => {}
                 }
             }
@@ -133,8 +207,9 @@ pub fn boot_partition(image: &Path) -> Result<Option<Partition>> {
     Ok(Mbr::read(image)?.and_then(|m| m.partitions.into_iter().find(Partition::is_fat)))
 }
 
-/// Reads the boot files from `disk` into `scratch` and says how to start Linux.
-pub fn load(disk: &Disk, tryboot: bool, scratch: &Path) -> Result<BootSpec> {
+/// Reads the boot files from `disk` into `scratch` and says how to start
+/// Linux on `model`.
+pub fn load(model: Model, disk: &Disk, tryboot: bool, scratch: &Path) -> Result<BootSpec> {
     let image = &disk.image;
     let part = boot_partition(image)?.with_context(|| {
         format!(
@@ -159,9 +234,17 @@ pub fn load(disk: &Disk, tryboot: bool, scratch: &Path) -> Result<BootSpec> {
     };
     // Included files come from the same partition; one that cannot be
     // read is skipped, as the firmware skips a missing one.
-    let cfg = parse_config_with(&text, tryboot, &mut |name| {
+    let mut cfg = parse_config_for(model, &text, tryboot, &mut |name| {
         fat::read(image, &part, name).ok().flatten()
     });
+    // upstream_kernel=1 means os_prefix=upstream/ unless config.txt sets
+    // one, and the firmware drops that prefix when the kernel is not there.
+    if cfg.upstream_kernel
+        && cfg.os_prefix.is_empty()
+        && fat::exists(image, &part, &format!("upstream/{}", cfg.kernel))?
+    {
+        cfg.os_prefix = "upstream/".into();
+    }
     std::fs::create_dir_all(scratch)
         .with_context(|| format!("cannot create {}", scratch.display()))?;
 
@@ -190,23 +273,81 @@ pub fn load(disk: &Disk, tryboot: bool, scratch: &Path) -> Result<BootSpec> {
     if cmdline.is_empty() {
         bail!("{cmdline_name} on {} is empty", image.display());
     }
+    let tryboot = config_file == "tryboot.txt";
+    let dtb = load_device_tree(model, &cfg, image, &part, scratch)?;
+    if let (Some(dtb), true) = (&dtb, tryboot) {
+        mark_trial_boot(dtb)?;
+    }
     Ok(BootSpec {
         disk: disk.name.clone(),
         config_file: config_file.into(),
-        tryboot: config_file == "tryboot.txt",
+        tryboot,
         kernel,
         initrd,
         cmdline,
+        dtb,
     })
 }
 
-/// Tries the disks in [`BOOT_ORDER`] and boots the first one with usable boot
-/// files, like the EEPROM bootloader moving on from an empty SD slot.
-pub fn select(disks: &[Disk], tryboot: bool, scratch: &Path) -> Result<BootSpec> {
+/// Copies the device tree the firmware would load into `scratch`: the one
+/// `device_tree=` names, else the model's own by the names it tries. None
+/// when the partition has none of them (the x86 guest's never has).
+fn load_device_tree(
+    model: Model,
+    cfg: &Config,
+    image: &Path,
+    part: &Partition,
+    scratch: &Path,
+) -> Result<Option<PathBuf>> {
+    let names: Vec<String> = match &cfg.device_tree {
+        Some(name) => vec![name.clone()],
+        None => model
+            .device_trees(cfg.upstream_kernel)
+            .iter()
+            .map(|n| format!("{}{n}", cfg.os_prefix))
+            .collect(),
+    };
+    let path = scratch.join("dtb");
+    for name in names {
+        if fat::exists(image, part, &name)? {
+            fat::copy_out(image, part, &name, &path)
+                .with_context(|| format!("cannot load the device tree {name}"))?;
+            return Ok(Some(path));
+        }
+    }
+    Ok(None)
+}
+
+/// Marks a device tree as the firmware marks a trial boot's:
+/// `/chosen/bootloader/tryboot` = 1, which `pimigrate verify` reads from
+/// /proc/device-tree. fdtput (device-tree-compiler) edits the flattened
+/// tree in place.
+pub fn mark_trial_boot(dtb: &Path) -> Result<()> {
+    fdtput(dtb, &["-c", "-p"], &["/chosen/bootloader"])?;
+    fdtput(dtb, &["-t", "u"], &["/chosen/bootloader", "tryboot", "1"])
+}
+
+/// `fdtput OPTIONS DTB ARGS`.
+fn fdtput(dtb: &Path, options: &[&str], args: &[&str]) -> Result<()> {
+    crate::cmd::run(
+        std::process::Command::new("fdtput")
+            .args(options)
+            .arg(dtb)
+            .args(args),
+    )
+    .context("marking a trial boot in the device tree needs fdtput (Debian package device-tree-compiler)")?;
+    Ok(())
+}
+
+/// Tries the disks in the model's boot order and boots the first one with
+/// usable boot files, like the EEPROM bootloader moving on from an empty SD
+/// slot. The tryboot flag counts only where the model keeps it.
+pub fn select(model: Model, disks: &[Disk], tryboot: bool, scratch: &Path) -> Result<BootSpec> {
+    let tryboot = tryboot && model.has_tryboot();
     let mut tried = Vec::new();
-    for bus in BOOT_ORDER {
+    for &bus in model.boot_order() {
         for disk in disks.iter().filter(|d| d.bus == bus) {
-            match load(disk, tryboot, scratch) {
+            match load(model, disk, tryboot, scratch) {
                 Ok(spec) => return Ok(spec),
                 Err(e) => tried.push(format!("{}: {e:#}", disk.name)),
             }
@@ -284,6 +425,220 @@ mod tests {
             parse_config_with("include missing.txt\n", false, &mut read),
             Config::default()
         );
+    }
+
+    /// A config.txt with both models' sections, as Debian's raspi-firmware
+    /// writes `[pi4]` settings before `[all]` with `upstream_kernel=1`.
+    const BOTH_MODELS: &str = "[pi4]\nkernel=pi4.img\ndevice_tree=pi4.dtb\n[pi3]\nkernel=pi3.img\n\
+        [all]\nupstream_kernel=1\ninitramfs initrd.img followkernel\n";
+
+    #[test]
+    fn each_model_reads_its_own_section() {
+        let pi3 = parse_config_for(Model::Pi3B, BOTH_MODELS, false, &mut |_| None);
+        assert_eq!(pi3.kernel, "pi3.img");
+        assert_eq!(pi3.device_tree, None);
+        assert!(pi3.upstream_kernel);
+        let pi4 = parse_config_for(Model::Pi4B, BOTH_MODELS, false, &mut |_| None);
+        assert_eq!(pi4.kernel, "pi4.img");
+        assert_eq!(pi4.device_tree.as_deref(), Some("pi4.dtb"));
+        assert_eq!(pi4, parse_config(BOTH_MODELS, false));
+    }
+
+    /// The tools the image-level tests below run: their absence fails the
+    /// test in CI and skips it elsewhere, saying so.
+    fn have_tools(tools: &[&str]) -> bool {
+        let missing: Vec<&str> = tools
+            .iter()
+            .copied()
+            .filter(|t| {
+                std::process::Command::new("sh")
+                    .args(["-c", &format!("command -v {t}")])
+                    .output()
+                    .map_or(true, |o| !o.status.success())
+            })
+            .collect();
+        if missing.is_empty() {
+            return true;
+        }
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI must run this test, but {missing:?} are missing (testbed/run.sh --packages installs them)"
+        );
+        eprintln!("skipping: {missing:?} not installed (testbed/run.sh --packages installs them)");
+        false
+    }
+
+    /// A device tree as dtc compiles it from `source`.
+    fn compile_dtb(dir: &Path, name: &str, source: &str) -> PathBuf {
+        let dts = dir.join(format!("{name}.dts"));
+        let dtb = dir.join(name);
+        std::fs::write(&dts, source).unwrap();
+        crate::cmd::run(
+            std::process::Command::new("dtc")
+                .args(["-q", "-I", "dts", "-O", "dtb", "-o"])
+                .arg(&dtb)
+                .arg(&dts),
+        )
+        .unwrap();
+        dtb
+    }
+
+    /// `fdtget -t u DTB /chosen/bootloader tryboot`, or None without it.
+    fn tryboot_flag(dtb: &Path) -> Option<String> {
+        let out = std::process::Command::new("fdtget")
+            .args(["-t", "u"])
+            .arg(dtb)
+            .args(["/chosen/bootloader", "tryboot"])
+            .output()
+            .unwrap();
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+
+    /// A 64 MiB MBR disk image, its one partition FAT32 holding `files`.
+    fn boot_disk(dir: &Path, bus: Bus, files: &[(&str, &Path)]) -> Disk {
+        let image = dir.join("disk.img");
+        let sh =
+            |script: &str| crate::cmd::run(std::process::Command::new("sh").args(["-c", script]));
+        sh(&format!(
+            "truncate -s 64M {img} && echo 'start=2048, type=c' | sfdisk -q {img} && \
+             mkfs.vfat -F 32 --offset 2048 {img} 129024 >/dev/null",
+            img = image.display()
+        ))
+        .unwrap();
+        let part = crate::mbr::partition_of(&image, 1).unwrap();
+        for (name, source) in files {
+            crate::cmd::run(
+                std::process::Command::new("mcopy")
+                    .env("MTOOLS_SKIP_CHECK", "1")
+                    .arg("-i")
+                    .arg(format!("{}@@{}", image.display(), part.offset()))
+                    .arg(source)
+                    .arg(format!("::/{name}")),
+            )
+            .unwrap();
+        }
+        Disk {
+            name: "sd".into(),
+            bus,
+            profile: crate::profiles::Profile::named("sd-unthrottled").unwrap(),
+            image,
+        }
+    }
+
+    /// The boot files of a Debian arm64 system on a Pi: its config.txt
+    /// (upstream_kernel=1), a kernel, cmdline.txt, a tryboot.txt, and both
+    /// device tree names of the Pi 3 and the Pi 4's.
+    fn debian_boot_files(dir: &Path) -> Vec<(&'static str, PathBuf)> {
+        let text = |name: &str, contents: &str| {
+            let path = dir.join(name);
+            std::fs::write(&path, contents).unwrap();
+            path
+        };
+        let tree =
+            |model: &str| format!("/dts-v1/;\n/ {{ model = \"{model}\"; chosen {{ }}; }};\n");
+        vec![
+            (
+                "config.txt",
+                text("config.txt", "[all]\nupstream_kernel=1\nkernel=vmlinuz\n"),
+            ),
+            (
+                "tryboot.txt",
+                text(
+                    "tryboot.txt",
+                    "[all]\nupstream_kernel=1\nkernel=vmlinuz\ncmdline=trial.txt\n",
+                ),
+            ),
+            (
+                "cmdline.txt",
+                text(
+                    "cmdline.txt",
+                    "console=ttyAMA0,115200 root=PARTUUID=0c0ffee0-02 rootwait\n",
+                ),
+            ),
+            (
+                "trial.txt",
+                text(
+                    "trial.txt",
+                    "console=ttyAMA0,115200 root=PARTUUID=5eed0000-02 rootwait\n",
+                ),
+            ),
+            (
+                "vmlinuz",
+                text("vmlinuz", "not a kernel, only its name matters here"),
+            ),
+            (
+                "bcm2837-rpi-3-b.dtb",
+                compile_dtb(dir, "upstream-pi3", &tree("upstream Pi 3")),
+            ),
+            (
+                "bcm2710-rpi-3-b.dtb",
+                compile_dtb(dir, "downstream-pi3", &tree("downstream Pi 3")),
+            ),
+            (
+                "bcm2711-rpi-4-b.dtb",
+                compile_dtb(dir, "pi4", &tree("Pi 4")),
+            ),
+        ]
+    }
+
+    const IMAGE_TOOLS: &[&str] = &[
+        "dtc",
+        "fdtput",
+        "fdtget",
+        "sfdisk",
+        "mkfs.vfat",
+        "mcopy",
+        "mdir",
+    ];
+
+    /// The Pi 3 boots with upstream Linux's device tree when config.txt
+    /// says upstream_kernel=1, and has no tryboot: a trial boot's flag
+    /// leaves it on config.txt, with an unmarked device tree.
+    #[test]
+    fn a_pi3_loads_the_upstream_device_tree_and_ignores_tryboot() {
+        if !have_tools(IMAGE_TOOLS) {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let files = debian_boot_files(dir.path());
+        let files: Vec<(&str, &Path)> = files.iter().map(|(n, p)| (*n, p.as_path())).collect();
+        let disk = boot_disk(dir.path(), Bus::Sd, &files);
+        let spec = select(Model::Pi3B, &[disk], true, &dir.path().join("scratch")).unwrap();
+        assert_eq!(spec.config_file, "config.txt");
+        assert!(spec.cmdline.contains("0c0ffee0-02"), "{}", spec.cmdline);
+        let dtb = spec.dtb.expect("the Pi 3's device tree was not loaded");
+        let model = std::fs::read(&dtb).unwrap();
+        assert!(
+            model.windows(13).any(|w| w == b"upstream Pi 3"),
+            "the firmware did not prefer bcm2837-rpi-3-b.dtb"
+        );
+        assert_eq!(tryboot_flag(&dtb), None);
+    }
+
+    /// The Pi 4's trial boot reads tryboot.txt and marks its device tree
+    /// as the firmware does (`/chosen/bootloader/tryboot` = 1), so
+    /// `pimigrate verify` finds the trial boot in /proc/device-tree.
+    #[test]
+    fn a_pi4_trial_boot_marks_the_device_tree() {
+        if !have_tools(IMAGE_TOOLS) {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let files = debian_boot_files(dir.path());
+        let files: Vec<(&str, &Path)> = files.iter().map(|(n, p)| (*n, p.as_path())).collect();
+        let disk = boot_disk(dir.path(), Bus::Sd, &files);
+        let scratch = dir.path().join("scratch");
+        let trial = select(Model::Pi4B, std::slice::from_ref(&disk), true, &scratch).unwrap();
+        assert_eq!(trial.config_file, "tryboot.txt");
+        assert!(trial.cmdline.contains("5eed0000-02"), "{}", trial.cmdline);
+        let dtb = trial.dtb.expect("the Pi 4's device tree was not loaded");
+        assert_eq!(tryboot_flag(&dtb).as_deref(), Some("1"));
+        // The next normal boot gets a fresh, unmarked copy.
+        let normal = select(Model::Pi4B, &[disk], false, &scratch).unwrap();
+        assert_eq!(normal.config_file, "config.txt");
+        assert_eq!(tryboot_flag(normal.dtb.as_deref().unwrap()), None);
     }
 
     #[test]

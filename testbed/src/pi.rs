@@ -98,6 +98,9 @@ pub struct Pi {
     pub work: PathBuf,
     pub logs: PathBuf,
     pub config: MachineConfig,
+    /// The Pi the firmware stand-in plays (config.txt sections, boot
+    /// order, tryboot, device tree).
+    pub model: firmware::Model,
     /// Longest a boot may take before QEMU is killed.
     pub boot_limit: Duration,
     // Crate-visible so that scenario helpers with their own `impl Pi`
@@ -128,6 +131,7 @@ impl Pi {
             work,
             logs,
             config,
+            model: firmware::Model::Pi4B,
             boot_limit: Duration::from_secs(20 * 60),
             disks: Vec::new(),
             share,
@@ -255,13 +259,18 @@ impl Pi {
         // Like the real flag, the trial request is cleared before the
         // firmware acts on it: whatever happens now, the boot after is normal.
         let tryboot = std::mem::take(&mut self.tryboot_next);
-        let spec = firmware::select(&self.disks, tryboot, &self.work.join("firmware"))
-            .with_context(|| {
-                format!(
-                    "{}: the firmware found nothing to boot (boot {n})",
-                    self.name
-                )
-            })?;
+        let spec = firmware::select(
+            self.model,
+            &self.disks,
+            tryboot,
+            &self.work.join("firmware"),
+        )
+        .with_context(|| {
+            format!(
+                "{}: the firmware found nothing to boot (boot {n})",
+                self.name
+            )
+        })?;
         let serial = self.logs.join(format!("boot-{n:02}.serial.log"));
         fs::write(
             self.logs.join(format!("boot-{n:02}.firmware.txt")),
