@@ -593,18 +593,27 @@ mod tests {
         "mdir",
     ];
 
-    /// The Pi 3 boots with upstream Linux's device tree when config.txt
-    /// says upstream_kernel=1, and has no tryboot: a trial boot's flag
-    /// leaves it on config.txt, with an unmarked device tree.
-    #[test]
-    fn a_pi3_loads_the_upstream_device_tree_and_ignores_tryboot() {
+    /// An SD card with [`debian_boot_files`] in a folder that lives as long
+    /// as it; None where the tools are missing (outside CI).
+    fn debian_sd_card() -> Option<(tempfile::TempDir, Disk)> {
         if !have_tools(IMAGE_TOOLS) {
-            return;
+            return None;
         }
         let dir = tempfile::tempdir().unwrap();
         let files = debian_boot_files(dir.path());
         let files: Vec<(&str, &Path)> = files.iter().map(|(n, p)| (*n, p.as_path())).collect();
         let disk = boot_disk(dir.path(), Bus::Sd, &files);
+        Some((dir, disk))
+    }
+
+    /// The Pi 3 boots with upstream Linux's device tree when config.txt
+    /// says upstream_kernel=1, and has no tryboot: a trial boot's flag
+    /// leaves it on config.txt, with an unmarked device tree.
+    #[test]
+    fn a_pi3_loads_the_upstream_device_tree_and_ignores_tryboot() {
+        let Some((dir, disk)) = debian_sd_card() else {
+            return;
+        };
         let spec = select(Model::Pi3B, &[disk], true, &dir.path().join("scratch")).unwrap();
         assert_eq!(spec.config_file, "config.txt");
         assert!(spec.cmdline.contains("0c0ffee0-02"), "{}", spec.cmdline);
@@ -622,13 +631,9 @@ mod tests {
     /// `pimigrate verify` finds the trial boot in /proc/device-tree.
     #[test]
     fn a_pi4_trial_boot_marks_the_device_tree() {
-        if !have_tools(IMAGE_TOOLS) {
+        let Some((dir, disk)) = debian_sd_card() else {
             return;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let files = debian_boot_files(dir.path());
-        let files: Vec<(&str, &Path)> = files.iter().map(|(n, p)| (*n, p.as_path())).collect();
-        let disk = boot_disk(dir.path(), Bus::Sd, &files);
+        };
         let scratch = dir.path().join("scratch");
         let trial = select(Model::Pi4B, std::slice::from_ref(&disk), true, &scratch).unwrap();
         assert_eq!(trial.config_file, "tryboot.txt");
