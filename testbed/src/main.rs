@@ -153,7 +153,8 @@ fn jobs() -> usize {
 }
 
 /// Runs one scenario, prints its verdict and time, and clears its work
-/// folder; true when it passed. A scenario whose emulator stalled, or a
+/// folder; true when it passed. A scenario whose emulator stalled or
+/// crashed, or whose guest kernel hung before it ran /init, or a
 /// speed scenario (run alone) that failed while other work took much of
 /// the host, is run once more; a speed scenario that fails loaded again
 /// is reported as a host too busy to measure: its ratios were decided by
@@ -239,6 +240,7 @@ fn worth_another_run(s: &Scenario, (result, others): &(Result<()>, Option<f64>))
     for fault in [
         pi_testbed::qemu::EMULATOR_STALLED,
         pi_testbed::qemu::EMULATOR_CRASHED,
+        pi_testbed::qemu::GUEST_HUNG_EARLY,
     ] {
         if format!("{e:#}").contains(fault) {
             return Some(format!("because {fault}: {e:#}"));

@@ -251,9 +251,19 @@ impl Running {
                 }
                 return Ok(self.record(ending, progress.cpu()));
             }
-            if self.started.elapsed() > limit || until(&self.console()) {
+            let console = self.console();
+            if self.started.elapsed() > limit || until(&console) {
                 self.kill()?;
                 return Ok(self.record(Ending::Killed, progress.cpu()));
+            }
+            if hung_before_init(&console) {
+                self.kill()?;
+                bail!(
+                    "{GUEST_HUNG_EARLY}: the guest kernel reported a task blocked for minutes \
+                     before it ran /init, an emulation fault (a vCPU whose timer never fires \
+                     again) that pimigrate never reached; killed it (serial log: {})",
+                    self.serial_log.display()
+                );
             }
             if let Some(stalled) = stalled {
                 let threads = self.serial_log.with_extension("stalled-threads.txt");
@@ -321,6 +331,24 @@ pub const STALL_LIMIT: Duration = Duration::from_secs(120);
 /// The words a stalled emulator's error starts with, which the suite
 /// recognises to run the scenario once more.
 pub const EMULATOR_STALLED: &str = "the emulator stalled";
+
+/// The words the error starts with when the guest kernel hung in its own
+/// initialisation ([`hung_before_init`]); the suite runs the scenario once
+/// more, as for a stall.
+pub const GUEST_HUNG_EARLY: &str = "the guest kernel hung while starting";
+
+/// Whether the kernel reported a hung task (blocked for over two minutes)
+/// before it ran /init: a boot that will never come up. Seen under TCG on
+/// a loaded host (migrate-trial, 2026-12-02): CPU 0 idled and never woke
+/// (an RCU stall with "0 ticks this GP" at 25 s), and the kernel's
+/// i8042_probe waited for its timeout until the harness's 20-minute limit.
+/// Only before /init: later a task blocked that long can be a slow copy.
+pub fn hung_before_init(console: &str) -> bool {
+    match console.find("blocked for more than") {
+        Some(hung) => !console[..hung].contains("Run /init as init process"),
+        None => false,
+    }
+}
 
 /// The words a crashed emulator's error starts with; the suite runs the
 /// scenario once more, as for a stall. QEMU 7.2's TCG once died of a
@@ -413,6 +441,17 @@ mod tests {
         }
         // This thread is running the test, so at least one thread is R.
         assert!(report.contains("state=R"), "no running thread: {report}");
+    }
+
+    #[test]
+    fn a_hung_task_counts_only_before_init() {
+        let early = "[    4.45] i8042: PNP: PS/2 Controller\n\
+            [  242.61] INFO: task swapper/0:1 blocked for more than 120 seconds.\n";
+        assert!(hung_before_init(early));
+        let later = "[    5.93] Run /init as init process\n\
+            [  900.00] INFO: task pimigrate:812 blocked for more than 120 seconds.\n";
+        assert!(!hung_before_init(later));
+        assert!(!hung_before_init("[    5.93] Run /init as init process\n"));
     }
 
     #[test]
