@@ -84,10 +84,18 @@ pub fn check_ssd_over_flash<'a>(
     flash: &str,
 ) -> Result<&'a serde_json::Value> {
     let pick = doc["pick"]["path"].as_str();
+    // With the SSD's own figures and gain: a pick that fails on a gain
+    // near the threshold reads differently from one that fails on a bug.
+    let ssd_entry = doc["ranking"]
+        .as_array()
+        .and_then(|r| r.iter().find(|e| e["path"].as_str() == Some(ssd)));
     ensure!(
         pick == Some(ssd),
-        "recommend picked {pick:?}, expected the SSD {ssd}; reasons: {}",
-        doc["reasons"]
+        "recommend picked {pick:?}, expected the SSD {ssd}; reasons: {}; the SSD's gain: {}, \
+         figures: {}",
+        doc["reasons"],
+        ssd_entry.map_or(serde_json::Value::Null, |e| e["gain"].clone()),
+        ssd_entry.map_or(serde_json::Value::Null, |e| e["figures"].clone())
     );
     let entry = doc["ranking"]
         .as_array()
