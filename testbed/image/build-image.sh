@@ -111,7 +111,7 @@ for tool in e2fsck logsave; do
 done
 for mod in sdhci-pci mmc_block xhci-pci uas usb-storage nvme ext4 vfat 9p 9pnet_virtio; do
     grep -q "/${mod//[-_]/[-_]}\.ko" <<<"$modlist" ||
-        die "initramfs lacks module $mod: check files/etc/initramfs-tools/modules"
+        die "initramfs lacks module $mod: check files/etc/initramfs-tools/hooks/testbed-storage"
 done
 
 # Trim what the emulated Pi never uses. Migration scenarios copy the whole
@@ -119,7 +119,7 @@ done
 # megabyte costs: of the kernel's modules (164 MB) keep only the drivers of
 # the disks, buses and share the testbed attaches and what they depend on
 # (about 20 MB). The initramfs carries its own copies of the boot-critical
-# ones (files/etc/initramfs-tools/modules).
+# ones (files/etc/initramfs-tools/hooks/testbed-storage).
 moddir=$root/lib/modules/$kver/kernel
 keep='^(fs/(ext4|jbd2|fat|nls|9p|netfs|fscache|fuse|autofs)/|fs/mbcache|net/(9p|core)/'
 keep+='|drivers/(mmc|usb/(core|host|storage|common)|nvme|block|virtio|ata|md|char)/'
