@@ -184,16 +184,49 @@ arm_tests() {
     return "$status"
 }
 
-# arm_tests_beside: step 4 at nice 19 in the background job of the early
-# builds, whose counters this shell cannot see: it leaves its output in
+# arm_tests_beside: step 4 in the background job of the early builds, whose counters this shell cannot see: it leaves its output in
 # $logs/arm and its exit status in $logs/arm.status for count_arm_beside.
 arm_tests_beside() {
-    nice -n 19 scripts/test-arm.sh >"$logs/arm" 2>&1
+    lowest_until_speed_done scripts/test-arm.sh >"$logs/arm" 2>&1
     echo $? >"$logs/arm.status"
     return "$(cat "$logs/arm.status")"
 }
 count_arm_beside() {
     count_summary arm "$(cat "$logs/arm.status" 2>/dev/null || echo 1)" "$logs/arm"
+}
+
+# lowest_until_speed_done COMMAND...: runs it at nice 19 and I/O class idle
+# while the speed scenarios run, at the normal priority once they are done
+# ($logs/speed-done exists; speed_done raises what already runs). Beside
+# the scenarios that time nothing nice 19 only starves the builds: their
+# guests keep both cores busy, and on CI's machine the builds, then the
+# ARM tests and steps 1 to 3 behind them, ended 20 minutes after the lane
+# they ran beside (2823 s of wall time for 1192 CPU s).
+lowest_until_speed_done() {
+    if [[ -e $logs/speed-done ]]; then
+        "$@"
+    else
+        nice -n 19 ionice -c 3 "$@"
+    fi
+}
+
+# speed_done PID: the speed scenarios are over; PID (the job of the early
+# builds) and every process under it get the normal CPU and I/O priority
+# back. Thread by thread: on Linux a nice value belongs to a thread, and
+# rustc and cargo run several.
+speed_done() {
+    touch "$logs/speed-done"
+    raise_priority "$1"
+}
+raise_priority() {
+    local task child
+    for task in /proc/"$1"/task/*; do
+        renice -n 0 -p "${task##*/}" >/dev/null 2>&1
+        ionice -c 2 -n 4 -p "${task##*/}" >/dev/null 2>&1
+    done
+    for child in $(pgrep -P "$1"); do
+        raise_priority "$child"
+    done
 }
 
 # Step 3.
@@ -216,13 +249,13 @@ packages_and_arm() {
 # speed scenarios other than recommend at nice 19 and I/O class idle: a
 # speed scenario's guest uses under one of the two cores on average, and
 # the compilers take only the time it leaves (docs/testbed.md, "Two
-# lanes"). Not SCHED_IDLE: the builds go on beside the untimed lane,
-# whose guests keep both cores busy, and there SCHED_IDLE starved them
-# (a rustc got 8 s of CPU in 7 minutes). Nothing here is counted as a
+# lanes"); what is left when they end runs at the normal priority
+# (lowest_until_speed_done). Not SCHED_IDLE: a rustc got 8 s of CPU in 7
+# minutes under it beside the untimed lane's guests. Nothing here is counted as a
 # test: a build that fails here fails again in its own step, which says so.
 early_builds() {
     local log=$1 arch status=0
-    low() { nice -n 19 ionice -c 3 "$@" >>"$log" 2>&1 || status=1; }
+    low() { lowest_until_speed_done "$@" >>"$log" 2>&1 || status=1; }
     for arch in arm64 armhf; do
         low scripts/build-deb.sh --arch "$arch" --binary-only
     done
@@ -293,15 +326,16 @@ else
                 testbed "$logs/recommend" recommend
             count_testbed "$logs/recommend" $?
             {
-                phase "builds of steps 1 to 4 (nice 19, beside the speed scenarios)" \
+                phase "builds of steps 1 to 4 (nice 19 beside the speed scenarios)" \
                     early_builds "$logs/early-builds"
-                phase "$ARM_TESTS (nice 19, from beside the speed scenarios on)" \
+                phase "$ARM_TESTS (after those builds)" \
                     arm_tests_beside
             } &
             early=$!
             PI_TESTBED_SKIP=recommend \
                 phase "testbed: speed scenarios, the only guests (wall time)" testbed "$logs/alone" --lane alone
             count_testbed "$logs/alone" $?
+            speed_done "$early"
             # Two guests at a time beside steps 1 to 4, three once those
             # are done: two guests alone leave part of the machine idle.
             # (The lane's cargo build waits for the builds' lock if they
@@ -331,7 +365,22 @@ else
     esac
 fi
 
+# What failed, in a few lines after the time table: CI keeps only the end
+# of a run's output, and a scenario's own message is printed minutes
+# before it.
+failures() {
+    local lines
+    lines=$(cat "$logs"/* 2>/dev/null | grep -aE \
+        '^testbed: (FAIL|SETUP FAILED)|^test .* \.\.\. FAILED$|^(deb|arm): FAIL' |
+        cut -c1-2000)
+    [[ -n $lines ]] || return 0
+    echo
+    echo "what failed:"
+    sed 's/^/  /' <<<"$lines"
+}
+
 time_table
+failures
 echo
 echo "all tests: $passed passed, $failed failed"
 [[ $failed == 0 && $passed -gt 0 ]]
