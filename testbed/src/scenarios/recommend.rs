@@ -1,5 +1,6 @@
-//! `pimigrate recommend --json --quick --size 16M --runtime 5` on an SD card (`sd-c10`), a USB
-//! flash drive (`usb-flash`, usb-storage) and a USB SSD (`usb-ssd`, UAS),
+//! `pimigrate recommend --json --quick --size 16M --runtime 5` on an SD card
+//! (`sd-c10`), a USB flash drive (`usb-flash`, usb-storage) and a USB SSD
+//! (`usb-ssd`, UAS),
 //! each candidate with a mounted ext4 so its writes are measured: it picks
 //! the SSD, warns that the flash drive is slower at random writes than the
 //! SD card, and the flash drive's measured write IOPS are its profile's
