@@ -144,7 +144,10 @@ ensure_build_chroot() {
     fi
     say "installing the cross toolchains in the build chroot"
     # The host's certificate authorities, so HTTPS works from the chroot
-    # wherever it works on the host.
+    # wherever it works on the host. A new minbase chroot has no
+    # /etc/ssl/certs until ca-certificates is installed: without the mkdir
+    # the cp failed and every build on a new machine stopped here.
+    mkdir -p "$build_chroot/etc/ssl/certs"
     cp /etc/ssl/certs/ca-certificates.crt "$build_chroot/etc/ssl/certs/ca-certificates.crt"
     chroot "$build_chroot" dpkg --add-architecture arm64
     chroot "$build_chroot" dpkg --add-architecture armhf
@@ -171,7 +174,7 @@ in_build_chroot() {
     src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
     git_dir=$(git -C "$src" rev-parse --path-format=absolute --git-common-dir 2>/dev/null) || git_dir=
     [[ $git_dir == "$src"/* ]] && git_dir=
-    mkdir -p "$build_cache"/{target,cargo-home,cargo-tools}
+    mkdir -p "$build_cache"/{target,cargo-home,cargo-tools} "$build_chroot/etc/ssl/certs"
     cp /etc/ssl/certs/ca-certificates.crt "$build_chroot/etc/ssl/certs/ca-certificates.crt"
     unshare --mount --propagation private -- bash -euc '
         root=$1 src=$2 cache=$3 git_dir=$4 dir=$5
