@@ -1,10 +1,10 @@
 //! `pimigrate recommend --json --quick --size 16M --runtime 5` on an SD card
 //! (`sd-c10`), a USB flash drive (`usb-flash`, usb-storage) and a USB SSD
-//! (`usb-ssd`, UAS),
-//! each candidate with a mounted ext4 so its writes are measured: it picks
-//! the SSD, warns that the flash drive is slower at random writes than the
-//! SD card, and the flash drive's measured write IOPS are its profile's
-//! binding limit (50, within 15 %, as issue 4 asks; see docs/testbed.md).
+//! (`usb-ssd`, UAS), each candidate with a mounted ext4 so its writes are
+//! measured: it picks the SSD, warns that the flash drive is slower at
+//! random writes than the SD card, and the flash drive's measured write IOPS
+//! are its profile's binding limit (50, within 15 %, as issue 4 asks; see
+//! docs/testbed.md).
 
 use super::pimigrate_bin;
 use super::setup::{Rig, Setup};
