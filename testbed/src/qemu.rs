@@ -7,7 +7,9 @@
 
 use crate::disks::{self, Disk};
 use crate::firmware::BootSpec;
+use crate::qmp::Qmp;
 use anyhow::{bail, Context, Result};
+use serde_json::json;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -148,6 +150,10 @@ pub fn command(cfg: &MachineConfig, spec: &BootSpec, disks: &[Disk], serial_log:
     //   emulated MMIO access. QEMU's TSC follows the host's, so it is a
     //   sound clock; with it a root-only migration's copy took 18 % less
     //   time and the boot before it 7 % less, side by side on a loaded host.
+    // - mitigations=off: the guest runs only the testbed's own programs, and
+    //   the kernel's speculative-execution defences (retpolines, barriers,
+    //   buffer fills on every switch) are emulated instruction by
+    //   instruction under TCG.
     // - testbed.net, only with a NIC: the image starts systemd-networkd and
     //   sshd only then (testbed/image/files/etc/systemd/system).
     let net = if cfg.ssh_port.is_some() {
@@ -155,8 +161,10 @@ pub fn command(cfg: &MachineConfig, spec: &BootSpec, disks: &[Disk], serial_log:
     } else {
         ""
     };
-    c.arg("-append")
-        .arg(format!("{} panic=-1 tsc=reliable{net}", spec.cmdline));
+    c.arg("-append").arg(format!(
+        "{} panic=-1 tsc=reliable mitigations=off{net}",
+        spec.cmdline
+    ));
     c.args(disks::controller_args(disks));
     for d in disks {
         c.args(d.qemu_args(cfg.io_engine));
@@ -173,6 +181,12 @@ pub fn command(cfg: &MachineConfig, spec: &BootSpec, disks: &[Disk], serial_log:
             "user,model=virtio-net-pci,hostfwd=tcp:127.0.0.1:{port}-:22"
         ));
     }
+    // The harness's own monitor, apart from a scenario's (QEMU serves each
+    // -qmp to its own client): how a stalled emulator is woken (`wake`).
+    if let Some(monitor) = harness_monitor(serial_log) {
+        c.arg("-qmp")
+            .arg(format!("unix:{},server=on,wait=off", monitor.display()));
+    }
     if let Some(qmp) = &cfg.qmp_socket {
         c.arg("-qmp")
             .arg(format!("unix:{},server=on,wait=off", qmp.display()));
@@ -187,6 +201,8 @@ pub struct Running {
     started: Instant,
     serial_log: PathBuf,
     stderr_log: PathBuf,
+    /// Whether the wake log already says the last woken spell ended.
+    woke_noted: bool,
 }
 
 impl Running {
@@ -196,6 +212,9 @@ impl Running {
             .with_context(|| format!("cannot create {}", stderr_log.display()))?;
         fs::write(serial_log.with_extension("cmd"), crate::cmd::describe(&cmd))
             .with_context(|| format!("cannot write next to {}", serial_log.display()))?;
+        if let Some(monitor) = harness_monitor(serial_log) {
+            let _ = fs::remove_file(monitor);
+        }
         cmd.stdout(Stdio::null()).stderr(err);
         let child = cmd
             .spawn()
@@ -205,6 +224,7 @@ impl Running {
             started: Instant::now(),
             serial_log: serial_log.to_path_buf(),
             stderr_log,
+            woke_noted: false,
         })
     }
 
@@ -227,10 +247,21 @@ impl Running {
         mut until: impl FnMut(&str) -> bool,
     ) -> Result<BootRecord> {
         let mut progress = Progress::new(self.child.id());
+        // The idle spells already woken, by when they began.
+        let mut woken: Vec<Instant> = Vec::new();
         loop {
             // Read QEMU's CPU time before asking whether it exited: once it
             // is reaped, /proc no longer has it.
-            let stalled = progress.stalled();
+            let idle = progress.idle();
+            if let Some(&since) = woken.last() {
+                if progress.since > since && !self.woke_noted {
+                    self.note_wake(&format!(
+                        "it ran again {:.0?} after the idle spell began",
+                        progress.since - since
+                    ));
+                    self.woke_noted = true;
+                }
+            }
             if let Some(status) = self.child.try_wait().context("cannot wait for qemu")? {
                 let console = self.console();
                 let ending = classify(&console);
@@ -265,7 +296,12 @@ impl Running {
                     self.serial_log.display()
                 );
             }
-            if let Some(stalled) = stalled {
+            if let Some(idle) = idle.filter(|d| *d > WAKE_AFTER && !woken.contains(&progress.since))
+            {
+                woken.push(progress.since);
+                self.wake(idle);
+            }
+            if let Some(stalled) = idle.filter(|d| *d > STALL_LIMIT) {
                 let threads = self.serial_log.with_extension("stalled-threads.txt");
                 let _ = fs::write(&threads, thread_states(self.child.id()));
                 self.kill()?;
@@ -278,6 +314,41 @@ impl Running {
             }
             std::thread::sleep(Duration::from_millis(500));
         }
+    }
+
+    /// Stops and continues the machine through the harness's monitor. A
+    /// stalled QEMU had every vCPU halted and its main loop asleep in poll,
+    /// with a timer interrupt that never came (twice in two runs on
+    /// 2026-12-03, once with nothing else on the host); `cont` kicks every
+    /// vCPU thread and the main loop runs its expired timers on the
+    /// command, so a lost wake-up is delivered. On a guest that was merely
+    /// quiet it costs a pause of milliseconds.
+    fn wake(&mut self, idle: Duration) {
+        let outcome = harness_monitor(&self.serial_log)
+            .context("no monitor: the serial log's path is too long for a Unix socket")
+            .and_then(|m| Qmp::connect(&m, Duration::from_secs(5)))
+            .and_then(|mut qmp| {
+                qmp.execute("stop", json!({}))?;
+                qmp.execute("cont", json!({}))
+            });
+        let what = match outcome {
+            Ok(_) => format!("QEMU used no CPU time for {idle:.0?}; stopped and continued it through its monitor"),
+            Err(e) => format!("QEMU used no CPU time for {idle:.0?}; could not wake it through its monitor: {e:#}"),
+        };
+        self.woke_noted = false;
+        self.note_wake(&what);
+    }
+
+    /// A line in the boot's wake log (`boot-NN.serial.wake.txt`) and on stderr.
+    fn note_wake(&self, what: &str) {
+        eprintln!("testbed: {what} ({})", self.serial_log.display());
+        let path = wake_log(&self.serial_log);
+        let line = format!("{:.0?} into the boot: {what}\n", self.started.elapsed());
+        let _ = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
     }
 
     /// Pulls the plug: SIGKILL, no flush of anything the guest holds.
@@ -327,6 +398,23 @@ fn thread_states(pid: u32) -> String {
 
 /// How long QEMU may use no CPU time at all before it counts as hung.
 pub const STALL_LIMIT: Duration = Duration::from_secs(120);
+
+/// How long QEMU may use no CPU time before the harness wakes it
+/// ([`Running::wake`]): a guest at work, even one waiting on a throttled
+/// disk, uses some in far less.
+pub const WAKE_AFTER: Duration = Duration::from_secs(20);
+
+/// The harness's monitor socket of a boot, beside its serial log; `None`
+/// when that path is too long for a Unix socket.
+fn harness_monitor(serial_log: &Path) -> Option<PathBuf> {
+    let socket = serial_log.with_extension("monitor");
+    (socket.as_os_str().len() <= crate::qmp::SUN_PATH_MAX).then_some(socket)
+}
+
+/// What the harness did about a boot's idle spells, one line each.
+pub fn wake_log(serial_log: &Path) -> PathBuf {
+    serial_log.with_extension("wake.txt")
+}
 
 /// The words a stalled emulator's error starts with, which the suite
 /// recognises to run the scenario once more.
@@ -389,8 +477,9 @@ impl Progress {
         }
     }
 
-    /// How long the CPU time has stood still, once that is over the limit.
-    fn stalled(&mut self) -> Option<Duration> {
+    /// How long the CPU time has stood still (`None` once it moved, or
+    /// when /proc cannot tell).
+    fn idle(&mut self) -> Option<Duration> {
         let ticks = fs::read_to_string(&self.stat)
             .ok()
             .and_then(|s| cpu_ticks(&s))?;
@@ -399,7 +488,7 @@ impl Progress {
             self.since = Instant::now();
             return None;
         }
-        Some(self.since.elapsed()).filter(|d| *d > STALL_LIMIT)
+        Some(self.since.elapsed())
     }
 
     /// The CPU time seen at the last look.

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Longest path a Unix socket address holds (`sun_path`, with its NUL).
-const SUN_PATH_MAX: usize = 107;
+pub(crate) const SUN_PATH_MAX: usize = 107;
 
 /// One QMP connection, in command mode.
 pub struct Qmp {
@@ -165,6 +165,17 @@ impl Pi {
                 disk.bus
             )
         })?;
+        let socket = self.monitor_socket()?;
+        Ok(Unplug {
+            socket,
+            device_id,
+            disk: name.to_string(),
+        })
+    }
+
+    /// Gives this machine a QMP socket for the scenario (from its next boot
+    /// on), apart from the harness's own.
+    pub fn monitor_socket(&mut self) -> Result<PathBuf> {
         let socket = self.work.join("qmp.sock");
         ensure!(
             socket.as_os_str().len() <= SUN_PATH_MAX,
@@ -173,11 +184,7 @@ impl Pi {
         );
         let _ = std::fs::remove_file(&socket);
         self.config.qmp_socket = Some(socket.clone());
-        Ok(Unplug {
-            socket,
-            device_id,
-            disk: name.to_string(),
-        })
+        Ok(socket)
     }
 
     /// Like [`Pi::run`], but calls `act` every half second while the guest

@@ -2,8 +2,12 @@
 
 use super::setup::{Rig, Setup};
 use super::{expect_fact, facts, guest_disks, PROBE};
+use crate::qemu::{wake_log, WAKE_AFTER};
+use crate::qmp::Qmp;
 use crate::{After, Ending, ImageSet};
-use anyhow::{ensure, Result};
+use anyhow::{bail, ensure, Result};
+use serde_json::json;
+use std::time::{Duration, Instant};
 
 /// Bookworm layout: boot partition at /boot/firmware.
 pub fn bookworm(images: &ImageSet) -> Result<()> {
@@ -57,12 +61,51 @@ pub fn bookworm(images: &ImageSet) -> Result<()> {
     Ok(())
 }
 
-/// Bullseye layout: the boot partition is /boot itself.
+/// Bullseye layout: the boot partition is /boot itself. The same boot
+/// proves that the harness wakes an emulator that stopped running
+/// (`qemu::Running::wake`): the scenario stops the machine through its own
+/// monitor as the job starts, as a stall leaves it, and the job must still
+/// finish, with the wake in the boot's log.
 pub fn bullseye(images: &ImageSet) -> Result<()> {
     let Rig { mut pi, .. } = Setup::new("sd-boot-bullseye", &images.bullseye)
         .without_pimigrate()
         .build()?;
-    let boot = pi.run(PROBE, After::PowerOff)?;
+    let monitor = pi.monitor_socket()?;
+    // The job says when it may be stopped, then gives the scenario's
+    // half-second polling time to do it before the probe runs.
+    let job = format!("touch \"$TESTBED/out/stop-me\"\nsleep 3\n{PROBE}");
+    let mut stopped: Option<Instant> = None;
+    let boot = pi.run_acting(&job, After::PowerOff, |share, _| {
+        match stopped {
+            None if share.dir.join("out/stop-me").exists() => {
+                Qmp::connect(&monitor, Duration::from_secs(10))?.execute("stop", json!({}))?;
+                stopped = Some(Instant::now());
+            }
+            // The harness wakes it after qemu::WAKE_AFTER; past that and
+            // a margin, continue it here so the boot ends, and fail.
+            Some(at) if at.elapsed() > WAKE_AFTER * 3 => {
+                let mut qmp = Qmp::connect(&monitor, Duration::from_secs(10))?;
+                if qmp.execute("query-status", json!({}))?["running"] == false {
+                    qmp.execute("cont", json!({}))?;
+                    bail!(
+                        "the harness did not wake the stopped machine in {:.0?}",
+                        at.elapsed()
+                    );
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    })?;
+    ensure!(
+        stopped.is_some(),
+        "the machine was never stopped: the job did not start"
+    );
+    let wakes = std::fs::read_to_string(wake_log(&boot.record.serial_log)).unwrap_or_default();
+    ensure!(
+        wakes.contains("stopped and continued") && wakes.contains("ran again"),
+        "the wake log of the stopped boot says {wakes:?}"
+    );
     let f = facts(&boot.job_ok()?.stdout);
     expect_fact(&f, "root", "/dev/mmcblk0p2")?;
     expect_fact(&f, "boot", "/dev/mmcblk0p1")?;
