@@ -370,8 +370,11 @@ fi
 # before it.
 failures() {
     local lines
+    # Scenarios, cargo tests (the host's "test ... FAILED" lines, and the
+    # "---- NAME stdout ----" headers that test-arm.sh's summaries keep),
+    # and the steps' own summaries that count a failure.
     lines=$(cat "$logs"/* 2>/dev/null | grep -aE \
-        '^testbed: (FAIL|SETUP FAILED)|^test .* \.\.\. FAILED$|^(deb|arm): FAIL' |
+        '^testbed: (FAIL|SETUP FAILED)|^test .* \.\.\. FAILED$|^---- .* stdout ----$|^(deb|arm): FAIL|^(arm64|armhf): .* [1-9][0-9]* failed$' |
         cut -c1-2000)
     [[ -n $lines ]] || return 0
     echo
