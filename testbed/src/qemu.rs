@@ -201,8 +201,6 @@ pub struct Running {
     started: Instant,
     serial_log: PathBuf,
     stderr_log: PathBuf,
-    /// Whether the wake log already says the last woken spell ended.
-    woke_noted: bool,
 }
 
 impl Running {
@@ -224,7 +222,6 @@ impl Running {
             started: Instant::now(),
             serial_log: serial_log.to_path_buf(),
             stderr_log,
-            woke_noted: false,
         })
     }
 
@@ -247,20 +244,18 @@ impl Running {
         mut until: impl FnMut(&str) -> bool,
     ) -> Result<BootRecord> {
         let mut progress = Progress::new(self.child.id());
-        // The idle spells already woken, by when they began.
-        let mut woken: Vec<Instant> = Vec::new();
+        // When the idle spell the harness woke began, until QEMU runs again.
+        let mut woken: Option<Instant> = None;
         loop {
             // Read QEMU's CPU time before asking whether it exited: once it
             // is reaped, /proc no longer has it.
             let idle = progress.idle();
-            if let Some(&since) = woken.last() {
-                if progress.since > since && !self.woke_noted {
-                    self.note_wake(&format!(
-                        "it ran again {:.0?} after the idle spell began",
-                        progress.since - since
-                    ));
-                    self.woke_noted = true;
-                }
+            if let Some(since) = woken.filter(|since| progress.since > *since) {
+                self.note_wake(&format!(
+                    "it ran again {:.0?} after the idle spell began",
+                    progress.since - since
+                ));
+                woken = None;
             }
             if let Some(status) = self.child.try_wait().context("cannot wait for qemu")? {
                 let console = self.console();
@@ -296,9 +291,8 @@ impl Running {
                     self.serial_log.display()
                 );
             }
-            if let Some(idle) = idle.filter(|d| *d > WAKE_AFTER && !woken.contains(&progress.since))
-            {
-                woken.push(progress.since);
+            if let Some(idle) = idle.filter(|d| *d > WAKE_AFTER && woken.is_none()) {
+                woken = Some(progress.since);
                 self.wake(idle);
             }
             if let Some(stalled) = idle.filter(|d| *d > STALL_LIMIT) {
@@ -323,7 +317,7 @@ impl Running {
     /// vCPU thread and the main loop runs its expired timers on the
     /// command, so a lost wake-up is delivered. On a guest that was merely
     /// quiet it costs a pause of milliseconds.
-    fn wake(&mut self, idle: Duration) {
+    fn wake(&self, idle: Duration) {
         let outcome = harness_monitor(&self.serial_log)
             .context("no monitor: the serial log's path is too long for a Unix socket")
             .and_then(|m| Qmp::connect(&m, Duration::from_secs(5)))
@@ -335,7 +329,6 @@ impl Running {
             Ok(_) => format!("QEMU used no CPU time for {idle:.0?}; stopped and continued it through its monitor"),
             Err(e) => format!("QEMU used no CPU time for {idle:.0?}; could not wake it through its monitor: {e:#}"),
         };
-        self.woke_noted = false;
         self.note_wake(&what);
     }
 
