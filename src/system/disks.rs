@@ -49,6 +49,22 @@ pub struct UsbBridge {
     pub serial: Option<String>,
 }
 
+/// The host controller a disk hangs off: the first platform or PCI device
+/// above it in sysfs that has a driver. On a Pi 3 the SD card's is
+/// `sdhost-bcm2835` and a USB disk's `dwc2`; on a Pi 4 `mmc-bcm2835` or
+/// `sdhci-iproc` and `xhci_hcd` (the VL805 on PCIe); on a Pi 5 `sdhci-brcmstb`
+/// and the RP1's `xhci-hcd`. It says which port a disk is really on, which a
+/// USB disk's 12 Mbit/s link or an SD card's slow bus can be traced to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Controller {
+    /// The kernel driver bound to it (`sdhost-bcm2835`, `dwc2`, `xhci_hcd`).
+    pub driver: String,
+    /// Its sysfs name (`3f202000.mmc`, `0000:01:00.0`).
+    pub device: String,
+    /// `platform` or `pci`.
+    pub bus: String,
+}
+
 impl UsbBridge {
     pub fn id(&self) -> String {
         format!("{}:{}", self.vendor_id, self.product_id)
@@ -107,6 +123,8 @@ pub struct Disk {
     pub rotational: bool,
     pub read_only: bool,
     pub usb: Option<UsbBridge>,
+    /// The host controller (null for loop, ram and zram devices).
+    pub controller: Option<Controller>,
     /// For loop devices, the file behind them.
     pub backing_file: Option<PathBuf>,
     pub table: Option<TableKind>,
@@ -278,6 +296,7 @@ fn read_disk(
         .unwrap_or(&device_path)
         .to_path_buf();
     let usb = find_usb_bridge(host, &device_path, &sys_root);
+    let controller = find_controller(&device_path, &sys_root);
     let transport = transport_of(&ancestry, usb.is_some());
     let (vendor, model, serial) = identity(host, &sys_entry, transport, usb.as_ref());
     let logical_sector_size =
@@ -317,6 +336,7 @@ fn read_disk(
         rotational: flag(host, sys_entry.join("queue/rotational")),
         read_only: flag(host, sys_entry.join("ro")),
         usb,
+        controller,
         backing_file: host
             .read_attr(&sys_entry.join("loop/backing_file"))
             .map(PathBuf::from),
@@ -417,6 +437,34 @@ fn find_usb_bridge(host: &Host, device_path: &Path, sys_root: &Path) -> Option<U
             });
         }
         below = Some(dir);
+        current = dir.parent();
+    }
+    None
+}
+
+/// Walks up from the block device to the first device on the `platform` or
+/// `pci` bus with a driver bound: the disk's host controller.
+fn find_controller(device_path: &Path, sys_root: &Path) -> Option<Controller> {
+    let link_name = |dir: &Path, link: &str| {
+        std::fs::read_link(dir.join(link))
+            .ok()
+            .and_then(|l| l.file_name().map(|n| n.to_string_lossy().into_owned()))
+    };
+    let mut current = device_path.parent();
+    while let Some(dir) = current {
+        if !dir.starts_with(sys_root) || dir == sys_root {
+            return None;
+        }
+        let bus = link_name(dir, "subsystem");
+        if let (Some(bus @ ("platform" | "pci")), Some(driver)) =
+            (bus.as_deref(), link_name(dir, "driver"))
+        {
+            return Some(Controller {
+                driver,
+                device: dir.file_name()?.to_string_lossy().into_owned(),
+                bus: bus.to_string(),
+            });
+        }
         current = dir.parent();
     }
     None
@@ -634,5 +682,39 @@ mod tests {
             transport_of(Path::new("devices/whatever/block/sda"), true),
             Transport::Usb
         );
+    }
+
+    /// A Pi 3's USB disk, as sysfs lays it out: the dwc2 controller is the
+    /// first platform device with a driver above it, past the USB devices
+    /// (bus `usb`) and the SoC's bus node (no driver).
+    #[test]
+    fn the_controller_is_the_first_platform_or_pci_device_with_a_driver() {
+        use std::os::unix::fs::symlink;
+        let sys = tempfile::tempdir().unwrap();
+        let root = sys.path();
+        let bus = |name: &str| root.join("bus").join(name);
+        let driver = |name: &str| root.join("bus/platform/drivers").join(name);
+        let soc = root.join("devices/platform/soc");
+        let dwc2 = soc.join("3f980000.usb");
+        let port = dwc2.join("usb1/1-1/1-1.1");
+        let disk = port.join("1-1.1:1.0/host0/target0:0:0/0:0:0:0/block/sda");
+        std::fs::create_dir_all(&disk).unwrap();
+        symlink(bus("platform"), soc.join("subsystem")).unwrap();
+        symlink(bus("platform"), dwc2.join("subsystem")).unwrap();
+        symlink(driver("dwc2"), dwc2.join("driver")).unwrap();
+        symlink(bus("usb"), port.join("subsystem")).unwrap();
+        symlink(root.join("bus/usb/drivers/usb"), port.join("driver")).unwrap();
+        assert_eq!(
+            find_controller(&disk, root),
+            Some(Controller {
+                driver: "dwc2".into(),
+                device: "3f980000.usb".into(),
+                bus: "platform".into(),
+            })
+        );
+        // A loop device: nothing above it has a driver.
+        let loop0 = root.join("devices/virtual/block/loop0");
+        std::fs::create_dir_all(&loop0).unwrap();
+        assert_eq!(find_controller(&loop0, root), None);
     }
 }

@@ -141,6 +141,9 @@ pub fn text(listing: &Listing, quiet: bool, verbose: bool) -> String {
                 usb.driver.as_deref().unwrap_or("none"),
             );
         }
+        if let Some(c) = &disk.controller {
+            let _ = writeln!(out, "    controller {} ({} {})", c.driver, c.bus, c.device);
+        }
         if let Some(file) = &disk.backing_file {
             let _ = writeln!(out, "    backed by {}", file.display());
         }
