@@ -446,9 +446,9 @@ fn warnings(system: &System, target: &Disk, geometry: &Geometry, layout: Layout)
         );
     }
     if let Some(usb) = &target.usb {
-        if usb.speed_mbps.is_some_and(|s| s < 5000) {
+        if let Some((generation, best)) = usb.slow_link() {
             warnings.push(format!(
-                "{} runs at USB 2 speed ({} Mbit/s): expect about 35 MB/s at best; use a blue USB 3 port if the Pi has one",
+                "{} runs at {generation} speed ({} Mbit/s): expect {best} at best; use a blue USB 3 port if the Pi has one",
                 target.path.display(),
                 usb.speed_mbps.unwrap_or(0)
             ));

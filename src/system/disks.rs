@@ -69,6 +69,18 @@ impl UsbBridge {
     pub fn id(&self) -> String {
         format!("{}:{}", self.vendor_id, self.product_id)
     }
+
+    /// The link's USB generation and the most a disk gets through it, when
+    /// it is slower than USB 3: `("USB 2", "about 35 MB/s")`.
+    pub fn slow_link(&self) -> Option<(&'static str, &'static str)> {
+        match self.speed_mbps? {
+            // Low and full speed: a USB 1.1 hub or port (a Pi 3's
+            // disk behind a failing hub, QEMU's dwc2 model).
+            s if s <= 12 => Some(("USB 1.1", "about 1 MB/s")),
+            s if s < 5000 => Some(("USB 2", "about 35 MB/s")),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -682,6 +694,23 @@ mod tests {
             transport_of(Path::new("devices/whatever/block/sda"), true),
             Transport::Usb
         );
+    }
+
+    #[test]
+    fn names_the_generation_of_a_slow_usb_link() {
+        let bridge = |speed| UsbBridge {
+            vendor_id: "152d".into(),
+            product_id: "0578".into(),
+            speed_mbps: speed,
+            driver: Some("uas".into()),
+            manufacturer: None,
+            product: None,
+            serial: None,
+        };
+        assert_eq!(bridge(Some(12)).slow_link().unwrap().0, "USB 1.1");
+        assert_eq!(bridge(Some(480)).slow_link().unwrap().0, "USB 2");
+        assert_eq!(bridge(Some(5000)).slow_link(), None);
+        assert_eq!(bridge(None).slow_link(), None);
     }
 
     /// A Pi 3's USB disk, as sysfs lays it out: the dwc2 controller is the

@@ -128,10 +128,10 @@ pub fn text(listing: &Listing, quiet: bool, verbose: bool) -> String {
         }
         let _ = writeln!(out, "    {}", facts.join(", "));
         if let Some(usb) = &disk.usb {
-            let speed = match usb.speed_mbps {
-                Some(s) if s >= 5000 => format!("{s} Mbit/s (USB 3)"),
-                Some(s) => format!("{s} Mbit/s (USB 2: slow)"),
-                None => "unknown speed".into(),
+            let speed = match (usb.speed_mbps, usb.slow_link()) {
+                (Some(s), Some((generation, _))) => format!("{s} Mbit/s ({generation}: slow)"),
+                (Some(s), None) => format!("{s} Mbit/s (USB 3)"),
+                (None, _) => "unknown speed".into(),
             };
             let product = join_present([usb.manufacturer.as_deref(), usb.product.as_deref()]);
             let _ = writeln!(
