@@ -25,6 +25,9 @@ setup_failed() {
 # tool -> Debian package
 declare -A need=(
     [qemu-system-x86_64]=qemu-system-x86
+    # The ARM lane: QEMU's raspi3b, and an arm64 image built under qemu-user.
+    [qemu-system-aarch64]=qemu-system-arm
+    [qemu-aarch64-static]=qemu-user-static
     [debootstrap]=debootstrap
     [mcopy]=mtools
     [mkfs.vfat]=dosfstools
@@ -128,6 +131,44 @@ cargo build -p pi-testbed >&2 || setup_failed "cargo build -p pi-testbed failed"
 # The pimigrate scenarios place this binary in the guest (Debian 12 as the host).
 cargo build --release -p pimigrate --bin pimigrate --example copy-tree >&2 ||
     setup_failed "cargo build --release -p pimigrate failed"
+# ensure_qemu10: QEMU 10 (for the raspi4b machine; Debian 12 has 7.2),
+# unpacked from bookworm-backports' qemu-system-arm into the testbed's
+# cache, beside the host's QEMU: a private apt configuration downloads the
+# one package, so the host's apt sources never gain backports (with them,
+# apt would upgrade host packages). Its libraries are bookworm's own.
+ensure_qemu10() {
+    local cache=${PI_TESTBED_CACHE:-/var/cache/pimigrate-testbed}
+    local dir=$cache/qemu10 work apt_opts
+    local program=$dir/usr/bin/qemu-system-aarch64
+    if [[ ! -x $program ]]; then
+        say "unpacking QEMU 10 (raspi4b) from bookworm-backports into $dir"
+        work=$(mktemp -d "$cache/qemu10.XXXXXX")
+        mkdir -p "$work/lists/partial" "$work/archives/partial"
+        echo "deb ${PI_TESTBED_MIRROR:-http://deb.debian.org/debian} bookworm-backports main" >"$work/sources.list"
+        apt_opts=(-o "Dir::Etc::SourceList=$work/sources.list" -o Dir::Etc::SourceParts=/dev/null
+            -o "Dir::State::Lists=$work/lists" -o "Dir::Cache::Archives=$work/archives"
+            -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache= -o APT::Sandbox::User=root)
+        apt-get "${apt_opts[@]}" update -q >&2 &&
+            (cd "$work" && apt-get "${apt_opts[@]}" download qemu-system-arm/bookworm-backports >&2) &&
+            dpkg-deb -x "$work"/qemu-system-arm_*.deb "$work/root" ||
+            { rm -rf "$work"; return 1; }
+        rm -rf "$dir" && mv "$work/root" "$dir" && rm -rf "$work"
+    fi
+    "$program" -machine help | grep -q '^raspi4b ' || return 1
+    export PI_TESTBED_QEMU10=$program
+}
+
+# The ARM lane's guest runs pimigrate built for arm64 against the oldest
+# glibc it supports, as the Debian package ships it (scripts/build-deb.sh,
+# whose build cache holds it; built already when scripts/test.sh's early
+# builds ran).
+if [[ $(cargo run -q -p pi-testbed -- needs-arm "$@") == yes ]]; then
+    say "building pimigrate for arm64 (the ARM lane's guests run it)"
+    scripts/build-deb.sh --arch arm64 --binary-only >&2 ||
+        setup_failed "scripts/build-deb.sh --arch arm64 --binary-only failed"
+    ensure_qemu10 || setup_failed "could not unpack QEMU 10 with raspi4b from bookworm-backports (see above)"
+    export PI_TESTBED_ARM64_PIMIGRATE=${PIMIGRATE_BUILD_CACHE:-/var/cache/pimigrate-build}/target/aarch64-unknown-linux-gnu/release/pimigrate
+fi
 cargo run -q -p pi-testbed -- run "$@"
 status=$?
 # Status 2 means the harness itself could not start (no summary printed).

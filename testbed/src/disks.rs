@@ -170,6 +170,36 @@ impl Disk {
     }
 }
 
+impl Disk {
+    /// The QEMU arguments for this disk on a raspi machine: the SD card in
+    /// the SoC's slot, a USB disk as bulk-only mass storage on dwc2 (which
+    /// has no USB 3, so no UAS); the Pi 3 has no NVMe.
+    pub fn raspi_args(&self, io_engine: IoEngine) -> Result<Vec<String>> {
+        let id = format!("drv-{}", self.name);
+        let options = format!(
+            "file={},format=raw,cache=unsafe,aio={}{}",
+            self.image.display(),
+            io_engine.aio(),
+            self.profile.drive_options(self.bus.request_size())
+        );
+        let serial = format!("TB-{}", self.name.to_uppercase());
+        Ok(match self.bus {
+            Bus::Sd => vec!["-drive".into(), format!("if=sd,index=0,{options}")],
+            Bus::UsbStorage => vec![
+                "-drive".into(),
+                format!("if=none,id={id},{options}"),
+                "-device".into(),
+                format!("usb-storage,drive={id},removable=on,serial={serial}"),
+            ],
+            Bus::UsbUas | Bus::Nvme => anyhow::bail!(
+                "disk {}: a Raspberry Pi 3 has no {:?}; attach it as Bus::UsbStorage",
+                self.name,
+                self.bus
+            ),
+        })
+    }
+}
+
 /// Controllers the given disks need, each once: SDHCI for the card, one xHCI
 /// for all USB disks (NVMe controllers come with each NVMe disk).
 pub fn controller_args(disks: &[Disk]) -> Vec<String> {

@@ -152,3 +152,59 @@ pub fn snapshot_diff(
     }
     diff
 }
+
+/// Removes the folder `path` (relative to the FAT root) and all below it;
+/// nothing when it is absent.
+pub fn remove_tree(image: &Path, part: &Partition, path: &str) -> Result<()> {
+    if !exists(image, part, path)? {
+        return Ok(());
+    }
+    let dir = format!("::/{}", path.trim_start_matches('/'));
+    cmd::run(
+        mtools("mdeltree")
+            .arg("-i")
+            .arg(target(image, part))
+            .arg(&dir),
+    )
+    .with_context(|| format!("cannot remove {dir} from {}", image.display()))?;
+    Ok(())
+}
+
+/// Copies the host folder `src` to the folder `path` on the FAT, with
+/// everything below it (`path` must not exist yet).
+pub fn copy_tree_in(image: &Path, part: &Partition, src: &Path, path: &str) -> Result<()> {
+    let dir = format!("::/{}", path.trim_start_matches('/'));
+    cmd::run(
+        mtools("mcopy")
+            .args(["-s", "-o", "-i"])
+            .arg(target(image, part))
+            .arg(src)
+            .arg(&dir),
+    )
+    .with_context(|| {
+        format!(
+            "cannot copy {} to {dir} on {}",
+            src.display(),
+            image.display()
+        )
+    })?;
+    Ok(())
+}
+
+/// Copies the folder `path` on the FAT, with everything below it, into the
+/// host folder `dest` (as `dest/<last part of path>`); nothing when absent.
+pub fn copy_tree_out(image: &Path, part: &Partition, path: &str, dest: &Path) -> Result<()> {
+    if !exists(image, part, path)? {
+        return Ok(());
+    }
+    let dir = format!("::/{}", path.trim_start_matches('/'));
+    cmd::run(
+        mtools("mcopy")
+            .args(["-s", "-o", "-i"])
+            .arg(target(image, part))
+            .arg(&dir)
+            .arg(dest),
+    )
+    .with_context(|| format!("cannot copy {dir} out of {}", image.display()))?;
+    Ok(())
+}

@@ -66,3 +66,52 @@ impl ImageSet {
         })
     }
 }
+
+/// The ARM lane's pristine SD card, built by
+/// `testbed/image-arm64/build-image.sh`: Debian bookworm arm64 laid out
+/// like Raspberry Pi OS, raspi-firmware's files on its FAT partition.
+#[derive(Debug, Clone)]
+pub struct ArmImage {
+    pub dir: PathBuf,
+    pub kernel_version: String,
+    pub image: PathBuf,
+    /// The card's MBR disk signature: its partitions are
+    /// PARTUUID=<signature>-01 and -02.
+    pub signature: String,
+}
+
+impl ArmImage {
+    /// Builds the image if the cache lacks it (about 12 minutes under
+    /// qemu-user, needs root and the Debian mirror), otherwise finds it.
+    pub fn ensure() -> Result<ArmImage> {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("image-arm64/build-image.sh");
+        let out = cmd::stdout(Command::new("bash").arg(&script).stderr(Stdio::inherit()))
+            .with_context(|| {
+                format!(
+                    "cannot build the ARM lane's image with {}",
+                    script.display()
+                )
+            })?;
+        let dir = PathBuf::from(
+            out.lines()
+                .last()
+                .context("build-image.sh printed no image folder")?
+                .trim(),
+        );
+        let meta = dir.join("image.env");
+        let text = std::fs::read_to_string(&meta)
+            .with_context(|| format!("cannot read {}", meta.display()))?;
+        let vars: HashMap<&str, &str> = text.lines().filter_map(|l| l.split_once('=')).collect();
+        let get = |k: &str| {
+            vars.get(k)
+                .map(|v| v.to_string())
+                .with_context(|| format!("{} lacks {k}", meta.display()))
+        };
+        Ok(ArmImage {
+            kernel_version: get("KERNEL_VERSION")?,
+            image: dir.join(get("IMAGE")?),
+            signature: get("SIGNATURE")?,
+            dir,
+        })
+    }
+}

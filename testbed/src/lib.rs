@@ -19,6 +19,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod card_channel;
 pub mod cmd;
 pub mod disks;
 pub mod fat;
@@ -32,6 +33,7 @@ pub mod pi;
 pub mod profiles;
 pub mod qemu;
 pub mod qmp;
+pub mod raspi4b;
 pub mod scenarios;
 pub mod share;
 

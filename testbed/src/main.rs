@@ -7,6 +7,7 @@
 //!   pi-testbed run --lane alone  the speed scenarios, one at a time
 
 use anyhow::{bail, Result};
+use pi_testbed::image::ArmImage;
 use pi_testbed::load::{self, HostLoad};
 use pi_testbed::scenarios::{self, Scenario};
 use pi_testbed::{clear_work, keep_work, ImageSet};
@@ -39,42 +40,52 @@ fn dispatch(args: &[String]) -> Result<i32> {
             println!("{}", ImageSet::ensure()?.dir.display());
             Ok(0)
         }
-        Some("run") => match args.get(1).map(String::as_str) {
-            Some("--lane") => match args.get(2).map(String::as_str) {
-                Some("shared") => run(&[], Some(false)),
-                Some("alone") => run(&[], Some(true)),
-                other => bail!("--lane takes shared or alone, not {other:?}"),
-            },
-            _ => run(&args[1..], None),
-        },
+        // Whether `run ARGS...` would run an ARM lane scenario: testbed/run.sh
+        // then builds pimigrate for arm64 first.
+        Some("needs-arm") => {
+            let arm = chosen(&args[1..])?.iter().any(|s| s.arm);
+            println!("{}", if arm { "yes" } else { "no" });
+            Ok(0)
+        }
+        Some("run") => run(&args[1..]),
         _ => bail!("usage: pi-testbed list | image | run [--lane shared|alone | SCENARIO...]"),
     }
 }
 
-/// Runs the named scenarios (all when none), or one lane of them: `alone`
-/// `Some(true)` the speed scenarios, `Some(false)` the others.
-fn run(names: &[String], lane: Option<bool>) -> Result<i32> {
-    let all = scenarios::all();
-    // PI_TESTBED_SKIP (comma-separated names) leaves scenarios out of a
-    // lane: scripts/test.sh runs one of the speed lane on its own first.
+/// The scenarios `run ARGS...` runs.
+fn chosen(args: &[String]) -> Result<Vec<Scenario>> {
+    let lane = match args.first().map(String::as_str) {
+        Some("--lane") => match args.get(1).map(String::as_str) {
+            Some("shared") => Some(false),
+            Some("alone") => Some(true),
+            other => bail!("--lane takes shared or alone, not {other:?}"),
+        },
+        _ => None,
+    };
+    let names = if lane.is_some() { &[][..] } else { args };
     let skip = std::env::var("PI_TESTBED_SKIP").unwrap_or_default();
     let skipped: Vec<&str> = skip.split(',').map(str::trim).collect();
-    let chosen: Vec<&Scenario> = if let Some(alone) = lane {
-        all.iter()
-            .filter(|s| s.alone == alone && !skipped.contains(&s.name))
-            .collect()
-    } else if names.is_empty() {
-        all.iter().collect()
-    } else {
-        let mut v = Vec::new();
-        for n in names {
-            match all.iter().find(|s| s.name == n) {
-                Some(s) => v.push(s),
-                None => bail!("no scenario {n:?}; `pi-testbed list` shows them"),
-            }
+    let mut all = scenarios::all();
+    if let Some(alone) = lane {
+        all.retain(|s| s.alone == alone && !skipped.contains(&s.name));
+        return Ok(all);
+    }
+    if names.is_empty() {
+        return Ok(all);
+    }
+    for n in names {
+        if !all.iter().any(|s| s.name == n) {
+            bail!("no scenario {n:?}; `pi-testbed list` shows them");
         }
-        v
-    };
+    }
+    all.retain(|s| names.iter().any(|n| n == s.name));
+    Ok(all)
+}
+
+/// Runs the named scenarios (all when none), or one lane of them
+/// (`--lane alone`: the speed scenarios; `--lane shared`: the others).
+fn run(args: &[String]) -> Result<i32> {
+    let chosen = chosen(args)?;
     let times = Times::from_env();
     let suite = Instant::now();
     let t = Instant::now();
@@ -90,12 +101,29 @@ fn run(names: &[String], lane: Option<bool>) -> Result<i32> {
         None,
         true,
     );
+    // The ARM lane's image, before its scenarios start: two of them
+    // building it at once would wait on each other's lock inside their
+    // own time.
+    if chosen.iter().any(|s| s.arm) {
+        let t = Instant::now();
+        let arm = ArmImage::ensure()?;
+        eprintln!(
+            "testbed: arm64 image {} ready in {:.0?}",
+            arm.dir.display(),
+            t.elapsed()
+        );
+        times.record(
+            "testbed: arm64 image (build, or the cached one)",
+            t.elapsed(),
+            None,
+            true,
+        );
+    }
 
     // Scenarios that time nothing share the machine, `jobs()` at once;
     // those that measure speed run afterwards with nothing else from the
     // suite beside them, so a neighbour's load never decides a ratio.
-    let (alone, shared): (Vec<&Scenario>, Vec<&Scenario>) =
-        chosen.into_iter().partition(|s| s.alone);
+    let (alone, shared): (Vec<Scenario>, Vec<Scenario>) = chosen.into_iter().partition(|s| s.alone);
     let jobs = jobs().min(shared.len()).max(1);
     let parallel = jobs > 1;
     let queue = Mutex::new(shared.into_iter());
@@ -106,7 +134,7 @@ fn run(names: &[String], lane: Option<bool>) -> Result<i32> {
         let worker = move || loop {
             let next = queue.lock().expect("queue lock").next();
             let Some(s) = next else { break };
-            let ok = run_one(s, images, times, parallel);
+            let ok = run_one(&s, images, times, parallel);
             results.lock().expect("results lock").push(ok);
         };
         for _ in 0..jobs {
@@ -132,7 +160,7 @@ fn run(names: &[String], lane: Option<bool>) -> Result<i32> {
     });
     let mut results = results.into_inner().expect("results lock");
     for s in alone {
-        results.push(run_one(s, &images, &times, false));
+        results.push(run_one(&s, &images, &times, false));
     }
     let passed = results.iter().filter(|ok| **ok).count();
     let failed = results.len() - passed;

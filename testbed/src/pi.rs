@@ -140,6 +140,30 @@ impl Pi {
         })
     }
 
+    /// A Raspberry Pi 3 Model B: QEMU's `raspi3b` with the Pi 3's
+    /// firmware stand-in (its config.txt section, its boot order, no
+    /// tryboot) and the command channel on the SD card ([`card_channel`]).
+    ///
+    /// [`card_channel`]: crate::card_channel
+    pub fn raspi3b(name: &str) -> Result<Pi> {
+        Pi::raspi(name, qemu::Board::Raspi3b, firmware::Model::Pi3B)
+    }
+
+    /// A Raspberry Pi 4 Model B: QEMU 10's `raspi4b` with the Pi 4's
+    /// firmware stand-in (its section, its EEPROM boot order, tryboot),
+    /// the command channel on the SD card.
+    pub fn raspi4b(name: &str) -> Result<Pi> {
+        Pi::raspi(name, qemu::Board::Raspi4b, firmware::Model::Pi4B)
+    }
+
+    fn raspi(name: &str, board: qemu::Board, model: firmware::Model) -> Result<Pi> {
+        let mut pi = Pi::new(name)?;
+        pi.config.board = board;
+        pi.config.share = None;
+        pi.model = model;
+        Ok(pi)
+    }
+
     /// Inserts a copy of a pristine SD image as the card `sd`.
     pub fn insert_sd_copy(&mut self, pristine: &Path, profile: &str) -> Result<&Disk> {
         let disk = Disk::copy_of(pristine, self.work.join("sd.img"), "sd", Bus::Sd, profile)?;
@@ -287,12 +311,20 @@ impl Pi {
             spec.config_file,
             serial.display()
         );
+        let board = self.config.board;
+        if board.is_raspi() {
+            crate::card_channel::to_card(&self.share, &self.disks)?;
+        }
         let running = Running::start(
-            qemu::command(&self.config, &spec, &self.disks, &serial),
+            qemu::command(&self.config, &spec, &self.disks, &serial)?,
             &serial,
+            board,
         )?;
         let share = self.share.clone();
         let record = running.wait(self.boot_limit, |console| until(&share, console))?;
+        if board.is_raspi() {
+            crate::card_channel::from_card(&self.share, &self.disks)?;
+        }
         crate::load::add_guest_cpu(&self.name, record.cpu);
         if record.ending == Ending::TrybootReboot {
             self.tryboot_next = true;

@@ -40,9 +40,58 @@ impl IoEngine {
     }
 }
 
+/// The machine QEMU emulates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Board {
+    /// The x86 guest (q35): NVMe, xHCI with UAS, 9p share, speed profiles.
+    X86,
+    /// QEMU's `raspi3b`, a Raspberry Pi 3 Model B: the BCM2837 with its
+    /// sdhost SD controller and dwc2 USB, a device tree, an arm64 kernel.
+    Raspi3b,
+    /// QEMU 10's `raspi4b`, a Raspberry Pi 4 Model B: the BCM2711 without
+    /// PCIe (so no VL805 USB 3 and no NVMe), the SD card on the Arasan
+    /// sdhci (the real Pi 4's Wi-Fi slot), USB through dwc2. Debian 12 has
+    /// QEMU 7.2; testbed/run.sh unpacks bookworm-backports' QEMU 10 beside
+    /// it and names its program in `PI_TESTBED_QEMU10`.
+    Raspi4b,
+}
+
+/// The variable naming QEMU 10's qemu-system-aarch64 (for raspi4b).
+pub const QEMU10_VAR: &str = "PI_TESTBED_QEMU10";
+
+impl Board {
+    pub fn is_raspi(self) -> bool {
+        matches!(self, Board::Raspi3b | Board::Raspi4b)
+    }
+
+    /// QEMU's name of the machine.
+    fn machine(self) -> &'static str {
+        match self {
+            Board::X86 => "q35",
+            Board::Raspi3b => "raspi3b",
+            Board::Raspi4b => "raspi4b",
+        }
+    }
+
+    /// The QEMU program and where it comes from.
+    pub fn program(self) -> (String, &'static str) {
+        match self {
+            Board::X86 => ("qemu-system-x86_64".into(), "install qemu-system-x86"),
+            Board::Raspi3b => ("qemu-system-aarch64".into(), "install qemu-system-arm"),
+            Board::Raspi4b => (
+                std::env::var(QEMU10_VAR).unwrap_or_else(|_| "qemu-system-aarch64".into()),
+                "testbed/run.sh unpacks QEMU 10 from bookworm-backports and sets PI_TESTBED_QEMU10",
+            ),
+        }
+    }
+}
+
 /// Guest RAM and CPUs; TCG is slow, so both CPUs of the host help boot.
 #[derive(Debug, Clone)]
 pub struct MachineConfig {
+    pub board: Board,
+    /// RAM and CPUs of the x86 guest; a raspi machine has its model's own
+    /// (1 GiB and four cores on raspi3b).
     pub memory_mib: u32,
     pub cpus: u32,
     pub io_engine: IoEngine,
@@ -59,6 +108,7 @@ pub struct MachineConfig {
 impl Default for MachineConfig {
     fn default() -> Self {
         MachineConfig {
+            board: Board::X86,
             memory_mib: 1536,
             cpus: 2,
             io_engine: IoEngine::IoUring,
@@ -117,8 +167,76 @@ pub fn classify(console: &str) -> Ending {
 }
 
 /// The full QEMU command line for one boot.
-pub fn command(cfg: &MachineConfig, spec: &BootSpec, disks: &[Disk], serial_log: &Path) -> Command {
-    let mut c = Command::new("qemu-system-x86_64");
+pub fn command(
+    cfg: &MachineConfig,
+    spec: &BootSpec,
+    disks: &[Disk],
+    serial_log: &Path,
+) -> Result<Command> {
+    match cfg.board {
+        Board::X86 => Ok(x86_command(cfg, spec, disks, serial_log)),
+        Board::Raspi3b | Board::Raspi4b => raspi_command(cfg, spec, disks, serial_log),
+    }
+}
+
+/// QEMU's `raspi3b` or `raspi4b`, given what the firmware stand-in loaded: the kernel,
+/// initramfs and device tree from the SD card's FAT partition, and
+/// cmdline.txt's line. The SD card goes to the SoC's slot (`if=sd`, which
+/// the kernel's sdhost-bcm2835 drives), USB disks to dwc2's one root port,
+/// behind the hub QEMU puts there (as the Pi 3's LAN9514 hub is).
+fn raspi_command(
+    cfg: &MachineConfig,
+    spec: &BootSpec,
+    disks: &[Disk],
+    serial_log: &Path,
+) -> Result<Command> {
+    let board = cfg.board;
+    let dtb = spec.dtb.as_ref().with_context(|| {
+        format!(
+            "the boot partition of {} has no device tree for QEMU's {}",
+            spec.disk,
+            board.machine()
+        )
+    })?;
+    if board == Board::Raspi4b {
+        crate::raspi4b::fit_device_tree(dtb)?;
+    }
+    let mut c = Command::new(board.program().0);
+    c.args(["-machine", board.machine()]);
+    c.args([
+        "-nodefaults",
+        "-no-user-config",
+        "-display",
+        "none",
+        "-no-reboot",
+    ]);
+    // The first UART is the PL011, the guest's ttyAMA0.
+    c.arg("-serial")
+        .arg(format!("file:{}", serial_log.display()));
+    c.arg("-kernel").arg(&spec.kernel);
+    if let Some(initrd) = &spec.initrd {
+        c.arg("-initrd").arg(initrd);
+    }
+    c.arg("-dtb").arg(dtb);
+    // panic=-1 and mitigations=off as on the x86 guest (x86_command); the
+    // Pi's reboot goes through the SoC's watchdog, which QEMU turns into a
+    // reset, and -no-reboot into QEMU exiting.
+    c.arg("-append")
+        .arg(format!("{} panic=-1 mitigations=off", spec.cmdline));
+    for d in disks {
+        c.args(d.raspi_args(cfg.io_engine)?);
+    }
+    if let Some(monitor) = harness_monitor(serial_log) {
+        c.arg("-qmp")
+            .arg(format!("unix:{},server=on,wait=off", monitor.display()));
+    }
+    c.stdin(Stdio::null());
+    Ok(c)
+}
+
+/// The q35 x86 guest.
+fn x86_command(cfg: &MachineConfig, spec: &BootSpec, disks: &[Disk], serial_log: &Path) -> Command {
+    let mut c = Command::new(cfg.board.program().0);
     c.args(["-machine", "q35,accel=tcg", "-cpu", "max"]);
     c.args([
         "-m",
@@ -201,10 +319,16 @@ pub struct Running {
     started: Instant,
     serial_log: PathBuf,
     stderr_log: PathBuf,
+    board: Board,
 }
 
+/// How long QEMU gets after the kernel's last words before the harness
+/// ends it, where the machine cannot power off or reset by itself: the
+/// guest synced its disks before printing them.
+const AFTER_LAST_WORDS: Duration = Duration::from_secs(3);
+
 impl Running {
-    pub fn start(mut cmd: Command, serial_log: &Path) -> Result<Running> {
+    pub fn start(mut cmd: Command, serial_log: &Path, board: Board) -> Result<Running> {
         let stderr_log = serial_log.with_extension("qemu.log");
         let err = fs::File::create(&stderr_log)
             .with_context(|| format!("cannot create {}", stderr_log.display()))?;
@@ -214,14 +338,16 @@ impl Running {
             let _ = fs::remove_file(monitor);
         }
         cmd.stdout(Stdio::null()).stderr(err);
+        let (program, package) = board.program();
         let child = cmd
             .spawn()
-            .context("cannot start qemu-system-x86_64: install qemu-system-x86")?;
+            .with_context(|| format!("cannot start {program}: {package}"))?;
         Ok(Running {
             child,
             started: Instant::now(),
             serial_log: serial_log.to_path_buf(),
             stderr_log,
+            board,
         })
     }
 
@@ -246,6 +372,9 @@ impl Running {
         let mut progress = Progress::new(self.child.id());
         // When the idle spell the harness woke began, until QEMU runs again.
         let mut woken: Option<Instant> = None;
+        // When the console first showed the kernel's last words, on a
+        // machine that may not end by itself.
+        let mut last_words: Option<Instant> = None;
         loop {
             // Read QEMU's CPU time before asking whether it exited: once it
             // is reaped, /proc no longer has it.
@@ -281,6 +410,16 @@ impl Running {
             if self.started.elapsed() > limit || until(&console) {
                 self.kill()?;
                 return Ok(self.record(Ending::Killed, progress.cpu()));
+            }
+            // QEMU 7.2's raspi machines cannot power off: the guest halts
+            // and QEMU runs on. Its console's last words say how it ended.
+            let ending = classify(&console);
+            if self.board.is_raspi() && ending != Ending::Unknown {
+                let since = *last_words.get_or_insert_with(Instant::now);
+                if since.elapsed() > AFTER_LAST_WORDS {
+                    self.kill()?;
+                    return Ok(self.record(ending, progress.cpu()));
+                }
             }
             if hung_before_init(&console) {
                 self.kill()?;

@@ -5,8 +5,25 @@ use crate::pi::target_dir;
 use crate::Pi;
 use anyhow::{ensure, Context, Result};
 
-/// Puts `target/release/pimigrate` (run.sh builds it) on the job's PATH.
+/// Puts pimigrate on the job's PATH: `target/release/pimigrate` for the
+/// x86 guest, and for a raspi machine the arm64 build that
+/// `PI_TESTBED_ARM64_PIMIGRATE` names (run.sh builds it with
+/// `scripts/build-deb.sh --arch arm64 --binary-only` and sets it).
 pub fn place(pi: &Pi) -> Result<()> {
+    if pi.config.board.is_raspi() {
+        let bin = std::env::var_os("PI_TESTBED_ARM64_PIMIGRATE").context(
+            "PI_TESTBED_ARM64_PIMIGRATE is not set: run the ARM lane's scenarios through \
+             testbed/run.sh, which builds pimigrate for arm64",
+        )?;
+        let bin = std::path::PathBuf::from(bin);
+        ensure!(
+            bin.is_file(),
+            "{} is missing: scripts/build-deb.sh --arch arm64 --binary-only builds it",
+            bin.display()
+        );
+        pi.share().place_binary(&bin, "pimigrate")?;
+        return Ok(());
+    }
     let bin = target_dir().join("release/pimigrate");
     ensure!(
         bin.is_file(),

@@ -6,7 +6,7 @@
 
 use super::pimigrate_bin::{self, JOURNAL_FACTS};
 use crate::mbr::{self, Partition};
-use crate::qemu::IoEngine;
+use crate::qemu::{Board, IoEngine};
 use crate::{fat, After, Bus, Ending, Pi};
 use anyhow::{ensure, Context, Result};
 use std::collections::BTreeMap;
@@ -21,6 +21,7 @@ pub struct Setup {
     pimigrate: bool,
     timed: bool,
     ubuntu_config: bool,
+    board: Board,
 }
 
 /// A set-up Pi and its SD card.
@@ -44,7 +45,16 @@ impl Setup {
             pimigrate: true,
             timed: false,
             ubuntu_config: false,
+            board: Board::X86,
         }
+    }
+
+    /// One of the ARM lane's Raspberry Pis ([`Pi::raspi3b`],
+    /// [`Pi::raspi4b`]) instead of the x86 guest, with pimigrate built for
+    /// arm64; `image` must be the ARM lane's ([`crate::image::ArmImage`]).
+    pub fn board(mut self, board: Board) -> Setup {
+        self.board = board;
+        self
     }
 
     /// The scenario measures the disks' speeds (it runs alone): QEMU's
@@ -93,7 +103,11 @@ impl Setup {
     }
 
     pub fn build(self) -> Result<Rig> {
-        let mut pi = Pi::new(&self.name)?;
+        let mut pi = match self.board {
+            Board::X86 => Pi::new(&self.name)?,
+            Board::Raspi3b => Pi::raspi3b(&self.name)?,
+            Board::Raspi4b => Pi::raspi4b(&self.name)?,
+        };
         if self.timed {
             pi.config.io_engine = IoEngine::Threads;
         }
