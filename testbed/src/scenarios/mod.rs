@@ -18,6 +18,7 @@ mod migrate_full;
 mod migrate_root_only;
 mod migrate_trial;
 mod pimigrate_bin;
+mod raspi;
 mod recommend;
 mod reference_migration;
 mod setup;
@@ -37,6 +38,9 @@ pub struct Scenario {
     /// with no other scenario beside it; its set-up says
     /// [`setup::Setup::timed`] too, for the disks' calibrated I/O engine.
     pub alone: bool,
+    /// Runs on the ARM lane's Raspberry Pi 3 (QEMU's raspi3b, the arm64
+    /// image and pimigrate built for arm64) instead of the x86 guest.
+    pub arm: bool,
 }
 
 /// Every scenario, in the order the suite starts them: of those that time
@@ -47,64 +51,95 @@ pub struct Scenario {
 pub fn all() -> Vec<Scenario> {
     vec![
         Scenario {
+            name: "pi3-root-only",
+            about: "Raspberry Pi 3 (raspi3b, arm64): migrate --no-trial to the USB disk behind dwc2, boot it, verify from the real device tree; the kernel's postinst hooks regenerate cmdline.txt and it still boots; rollback, the SD root boots, its boot files as before",
+            run: raspi::pi3_root_only,
+            alone: false,
+            arm: true,
+        },
+        Scenario {
+            name: "pi4-trial",
+            about: "Raspberry Pi 4 (QEMU 10 raspi4b, arm64): migrate --trial always to the USB disk, \"0 tryboot\" boots tryboot.txt with the device tree's tryboot flag, verify --commit reads it, a normal boot on the USB root",
+            run: raspi::pi4_trial,
+            alone: false,
+            arm: true,
+        },
+        Scenario {
             name: "ansible-rollback",
             about: "examples/ansible/pimigrate.yml with a clone of the new disk plugged in for the trial boot: verify --commit fails on the duplicate PARTUUID, the playbook rolls back and boots the SD card; its boot partition as before",
             run: ansible_rollback::run,
             alone: false,
+            arm: false,
         },
         Scenario {
             name: "ansible",
             about: "examples/ansible/pimigrate.yml over SSH, twice: migrates to the USB SSD, trial-boots, commits; then changed=0",
             run: ansible::run,
             alone: false,
+            arm: false,
         },
         Scenario {
             name: "trial-fails",
             about: "pimigrate migrate --trial always to a USB SSD, SSD gone for the trial boot: a power cycle boots the SD as before; verify says how to roll back, rollback removes the trial files",
             run: trial_fails::run,
             alone: false,
+            arm: false,
         },
         Scenario {
             name: "unplug-mid-copy",
             about: "USB SSD unplugged (QMP device_del) while pimigrate copies: a clear error, SD boot files untouched, the SD boots; plugged in again, migrate --resume finishes and the SSD boots",
             run: unplug_mid_copy::run,
             alone: false,
+            arm: false,
         },
         Scenario {
             name: "migrate-root-only",
             about: "pimigrate migrate --no-trial to a USB SSD, reboot, verify; rollback, reboot on the SD",
             run: migrate_root_only::run,
             alone: false,
+            arm: false,
         },
         Scenario {
             name: "wizard-pty",
             about: "pimigrate with no arguments in an 80x24 tmux terminal, answered by reading the screen: Ctrl-C at the typed confirmation leaves the SSD blank; then through to the migration, reboot, root on the SSD",
             run: wizard_pty::run,
             alone: false,
+            arm: false,
         },
         Scenario {
             name: "migrate-trial",
             about: "pimigrate migrate --trial always to NVMe (GPT): trial boot on NVMe, verify --commit, normal boot on NVMe",
             run: migrate_trial::run,
             alone: false,
+            arm: false,
         },
         Scenario {
             name: "reference-migration",
             about: "root moved to a USB SSD with sfdisk/mkfs/rsync/sed, reboot, root on sda1",
             run: reference_migration::run,
             alone: false,
+            arm: false,
         },
         Scenario {
             name: "migrate-full",
             about: "pimigrate migrate --layout full to a USB SSD (MBR), SD card out: boots the SSD, root sda2",
             run: migrate_full::run,
             alone: false,
+            arm: false,
+        },
+        Scenario {
+            name: "pi3-devices",
+            about: "Raspberry Pi 3 (raspi3b, arm64): devices --json names the model, USB boot after the OTP bit, the SD card on sdhost-bcm2835 as the source, the USB disk behind dwc2 as a candidate",
+            run: raspi::pi3_devices,
+            alone: false,
+            arm: true,
         },
         Scenario {
             name: "tryboot",
             about: "reboot \"0 tryboot\" boots tryboot.txt once; a power cut then boots config.txt",
             run: tryboot::run,
             alone: false,
+            arm: false,
         },
         Scenario {
             name: "sd-boot",
@@ -112,12 +147,14 @@ pub fn all() -> Vec<Scenario> {
                 "bookworm SD card boots: root mmcblk0p2, /boot/firmware mmcblk0p1, SSD seen on usb",
             run: boot_sd::bookworm,
             alone: false,
+            arm: false,
         },
         Scenario {
             name: "sd-boot-bullseye",
             about: "bullseye layout boots: the boot partition mounted at /boot",
             run: boot_sd::bullseye,
             alone: false,
+            arm: false,
         },
         Scenario {
             name: "usb-boot",
@@ -125,30 +162,35 @@ pub fn all() -> Vec<Scenario> {
                 "SD card removed: the firmware boots the USB SSD; root sda2, /boot/firmware sda1",
             run: usb_boot::run,
             alone: false,
+            arm: false,
         },
         Scenario {
             name: "copy-debian-root",
             about: "host only: the copier on the guest image's Debian root; rsync -naHAXc finds nothing to do",
             run: copy_debian_root::run,
             alone: false,
+            arm: false,
         },
         Scenario {
             name: wizard_story::NAME,
             about: "the whole story: wizard --yes --quick --trial (SD, flash drive, SSD), trial boot, verify --commit, normal boot on the SSD, faster than the SD",
             run: wizard_story::run,
             alone: true,
+            arm: false,
         },
         Scenario {
             name: "recommend",
             about: "pimigrate recommend --quick: picks the USB SSD, warns the flash drive writes slower than the SD",
             run: recommend::run,
             alone: true,
+            arm: false,
         },
         Scenario {
             name: "disk-speed",
             about: "fio in the guest measures each throttled disk at its profile's speed",
             run: disk_speed::run,
             alone: true,
+            arm: false,
         },
     ]
 }

@@ -1,0 +1,306 @@
+//! The ARM lane: a Raspberry Pi 3 Model B (QEMU's `raspi3b`) and a Pi 4
+//! Model B (QEMU 10's `raspi4b`) booting
+//! Debian bookworm arm64 laid out like Raspberry Pi OS, raspi-firmware's
+//! files on the SD card's FAT partition, pimigrate built for arm64. What
+//! the x86 guest cannot show: the Pi's own device tree (model, what it can
+//! boot from, the trial-boot flag as the firmware sets it), its SD and USB
+//! controllers and their drivers, Debian's
+//! raspi-firmware regenerating cmdline.txt, and an arm64 binary on the
+//! oldest glibc it must start on.
+
+use super::pimigrate_bin::{self, IDS_UNIQUE};
+use super::setup::{fact, migrate, Rig, Setup};
+use super::{expect_fact, facts, PROBE, UNTIMED_SD};
+use crate::card_channel;
+use crate::image::{ArmImage, ImageSet};
+use crate::qemu::Board;
+use crate::{fat, After, Boot, Bus};
+use anyhow::{ensure, Context, Result};
+use std::collections::BTreeMap;
+
+/// The model string of QEMU's raspi3b device tree (upstream Linux's
+/// bcm2837-rpi-3-b.dts), as the kernel prints it and pimigrate reads it.
+const MODEL: &str = "Raspberry Pi 3 Model B";
+
+/// The USB disk behind dwc2: bulk-only mass storage, the guest's `sda`.
+const USB_SERIAL: &str = "TB-USB";
+
+/// A Pi with the ARM image's SD card and a blank 4 GiB USB disk.
+fn raspi(name: &str, board: Board) -> Result<Rig> {
+    let image = ArmImage::ensure()?;
+    Setup::new(name, &image.image)
+        .board(board)
+        .sd_profile(UNTIMED_SD)
+        .blank("usb", Bus::UsbStorage, 4 << 30, "usb-ssd")
+        .build()
+}
+
+/// The model string of QEMU's raspi4b's device tree (upstream Linux's
+/// bcm2711-rpi-4-b.dts).
+const PI4_MODEL: &str = "Raspberry Pi 4 Model B";
+
+/// The kernel named the machine `model` from its device tree.
+fn model_logged(boot: &Boot, model: &str) -> Result<()> {
+    let console = boot.record.console();
+    ensure!(
+        console.contains(&format!("Machine model: {model}")),
+        "boot {}: the console does not say \"Machine model: {model}\" (see {})",
+        boot.number,
+        boot.record.serial_log.display()
+    );
+    Ok(())
+}
+
+fn machine_model_logged(boot: &Boot) -> Result<()> {
+    model_logged(boot, MODEL)
+}
+
+/// Job lines: the model the device tree gives, and the CPU.
+const MODEL_PROBE: &str = r#"
+echo "dt_model=$(tr -d '\000' </proc/device-tree/model)"
+echo "machine=$(uname -m)"
+"#;
+
+/// `pi3-devices`: one boot from the SD card; `pimigrate devices --json`
+/// names the model, what a Pi 3 can boot from, the SD card as the source
+/// on the SoC's sdhost controller and the USB disk behind dwc2 as a
+/// candidate.
+pub fn pi3_devices(_: &ImageSet) -> Result<()> {
+    let Rig { mut pi, .. } = raspi("pi3-devices", Board::Raspi3b)?;
+    let job = format!(
+        "{PROBE}{MODEL_PROBE}\npimigrate devices --json >\"$TESTBED/out/devices.json\"\npimigrate devices\n"
+    );
+    let boot = pi.run(&job, After::PowerOff)?;
+    machine_model_logged(&boot)?;
+    let out = boot.job_ok()?;
+    let f = facts(&out.stdout);
+    expect_fact(&f, "dt_model", MODEL)?;
+    expect_fact(&f, "machine", "aarch64")?;
+    expect_fact(&f, "root", "/dev/mmcblk0p2")?;
+    expect_fact(&f, "boot_firmware", "/dev/mmcblk0p1")?;
+
+    let path = pi.share().dir.join("out/devices.json");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("the guest left no {}", path.display()))?;
+    let doc: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not JSON: {text}", path.display()))?;
+    check_devices(&doc).with_context(|| format!("pimigrate devices --json said:\n{text}"))
+}
+
+/// What `devices --json` must say on a Pi 3 Model B booted from its SD card
+/// with a USB disk plugged in.
+fn check_devices(doc: &serde_json::Value) -> Result<()> {
+    let pi = &doc["pi"];
+    let is = |v: &serde_json::Value, want: &str, what: &str| -> Result<()> {
+        ensure!(v.as_str() == Some(want), "{what} is {v}, expected {want:?}");
+        Ok(())
+    };
+    is(&pi["model"], MODEL, "pi.model")?;
+    is(&pi["family"], "pi3", "pi.family")?;
+    is(&pi["config_filter"], "pi3", "pi.config_filter")?;
+    // A Pi 3B boots USB only once the one-time OTP bit is set, never
+    // NVMe, and has no EEPROM bootloader, so no tryboot.
+    is(&pi["can_boot"]["sd"], "yes", "pi.can_boot.sd")?;
+    is(&pi["can_boot"]["usb"], "needs-otp", "pi.can_boot.usb")?;
+    is(&pi["can_boot"]["nvme"], "no", "pi.can_boot.nvme")?;
+    ensure!(
+        pi["eeprom_bootloader"] == false && pi["tryboot_available"] == false,
+        "a Pi 3 has no EEPROM bootloader and no tryboot: {pi}"
+    );
+    ensure!(pi["in_trial_boot"] == false, "not a trial boot: {pi}");
+
+    let disks = doc["disks"].as_array().context("no disks array")?;
+    let disk = |name: &str| {
+        disks
+            .iter()
+            .find(|d| d["name"] == name)
+            .with_context(|| format!("no disk {name} among {}", disks.len()))
+    };
+    let sd = disk("mmcblk0")?;
+    is(&sd["transport"], "mmc", "mmcblk0's transport")?;
+    is(&sd["role"], "source-root", "mmcblk0's role")?;
+    is(
+        &sd["controller"]["driver"],
+        "sdhost-bcm2835",
+        "mmcblk0's controller",
+    )?;
+    let usb = disk("sda")?;
+    is(&usb["transport"], "usb", "sda's transport")?;
+    is(&usb["serial"], USB_SERIAL, "sda's serial")?;
+    is(&usb["role"], "candidate", "sda's role")?;
+    is(&usb["usb"]["driver"], "usb-storage", "sda's USB driver")?;
+    is(&usb["controller"]["driver"], "dwc2", "sda's controller")?;
+    Ok(())
+}
+
+/// `pi3-root-only`: `migrate --no-trial` moves the root to the USB disk
+/// (the boot files stay on the SD card, as a Pi 3 without the OTP bit
+/// needs); the Pi boots it; `verify` passes reading the real device tree;
+/// the kernel package's postinst hooks, raspi-firmware's among them,
+/// regenerate cmdline.txt and the Pi still boots the USB root; `rollback`
+/// puts the SD card's boot files back and the SD root boots again.
+pub fn pi3_root_only(_: &ImageSet) -> Result<()> {
+    let Rig {
+        mut pi,
+        sd,
+        sd_boot,
+    } = raspi("pi3-root-only", Board::Raspi3b)?;
+    let scratch = pi.work.join("fat-snapshot");
+    let without_channel = |files: BTreeMap<String, Vec<u8>>| -> BTreeMap<String, Vec<u8>> {
+        files
+            .into_iter()
+            .filter(|(name, _)| !card_channel::is_channel(name))
+            .collect()
+    };
+    let pristine = without_channel(fat::snapshot(&sd, &sd_boot, &scratch)?);
+
+    // Boot 1, SD root: migrate, reboot.
+    let f = migrate(&mut pi, USB_SERIAL, "--no-trial", After::Reboot)?;
+    let root_partuuid = fact(&f, "plan_root_partuuid")?;
+    let usb_root = format!("{}1", fact(&f, "target")?);
+    let cmdline = fat::read(&sd, &sd_boot, "cmdline.txt")?.context("no cmdline.txt")?;
+    ensure!(
+        cmdline.contains(&format!("root=PARTUUID={root_partuuid} ")),
+        "the SD card's cmdline.txt does not name the new root {root_partuuid}: {cmdline:?}"
+    );
+
+    // Boot 2, USB root: verify with nothing but the running system, then
+    // what a kernel upgrade runs: linux-image's postinst hands the version
+    // to every hook in /etc/kernel/postinst.d (initramfs-tools rebuilds
+    // the initrd, raspi-firmware copies it and rewrites config.txt and
+    // cmdline.txt from /etc/default/raspi-firmware).
+    let check = format!(
+        r#"{}{PROBE}{IDS_UNIQUE}
+echo "fstab_root=$(findmnt -s -no SOURCE /)"
+set +e
+pimigrate verify --no-bench
+echo "verify_status=$?"
+set -e
+kver=$(uname -r)
+DEB_MAINT_PARAMS=configure run-parts --report --exit-on-error \
+    --arg="$kver" --arg="/boot/vmlinuz-$kver" /etc/kernel/postinst.d
+echo "regenerated=$(cat /boot/firmware/cmdline.txt)"
+echo "rootpart=$(grep '^ROOTPART=' /etc/default/raspi-firmware)"
+"#,
+        pimigrate_bin::find_disk(USB_SERIAL)
+    );
+    let second = pi.run(&check, After::Reboot)?;
+    machine_model_logged(&second)?;
+    let out = second.job_ok()?;
+    let f = facts(&out.stdout);
+    expect_fact(&f, "root", &usb_root).with_context(|| out.stdout.clone())?;
+    expect_fact(&f, "boot_firmware", "/dev/mmcblk0p1")?;
+    expect_fact(&f, "fstab_root", &format!("PARTUUID={root_partuuid}"))?;
+    expect_fact(&f, "verify_status", "0").with_context(|| out.stdout.clone())?;
+    let regenerated = fact(&f, "regenerated")?;
+    ensure!(
+        regenerated
+            .split_whitespace()
+            .any(|w| w == format!("root=PARTUUID={root_partuuid}")),
+        "raspi-firmware's hook wrote a cmdline.txt without the USB root {root_partuuid}: \
+         {regenerated:?} ({})",
+        fact(&f, "rootpart")?
+    );
+
+    // Boot 3: the regenerated boot files still boot the USB root; roll back.
+    let rollback = format!("{PROBE}\npimigrate rollback --yes\n");
+    let third = pi.run(&rollback, After::Reboot)?;
+    let out = third.job_ok()?;
+    expect_fact(&facts(&out.stdout), "root", &usb_root).with_context(|| out.stdout.clone())?;
+
+    // Boot 4: the SD card's root again, its boot files as they were.
+    let fourth = pi.run(PROBE, After::PowerOff)?;
+    let f = facts(&fourth.job_ok()?.stdout);
+    expect_fact(&f, "root", "/dev/mmcblk0p2")?;
+    expect_fact(&f, "boot_firmware", "/dev/mmcblk0p1")?;
+    let after = without_channel(fat::snapshot(&sd, &sd_boot, &scratch)?);
+    // The initrd is the kernel hooks' (rebuilt in boot 2), not pimigrate's.
+    let initrd = |name: &str| name.starts_with("initrd.img-");
+    let diff: Vec<String> = fat::snapshot_diff(&pristine, &after)
+        .into_iter()
+        .filter(|d| !(initrd(d) && d.ends_with(" changed")))
+        .collect();
+    ensure!(
+        diff.is_empty(),
+        "after rollback the SD card's boot partition differs from the pristine one: {diff:?}"
+    );
+    Ok(())
+}
+
+/// Job lines: the trial-boot flag as the firmware left it in the device
+/// tree (absent outside a trial boot).
+const TRYBOOT_PROBE: &str = r#"
+flag=/proc/device-tree/chosen/bootloader/tryboot
+echo "dt_tryboot=$(if [ -e $flag ]; then od -An -tu1 $flag | tr -s ' ' | sed 's/^ //'; else echo none; fi)"
+"#;
+
+/// `pi4-trial`: on a Pi 4 (QEMU 10's raspi4b) `migrate --trial always`
+/// moves the root to the USB disk and reboots with "0 tryboot"; the
+/// firmware stand-in boots tryboot.txt and sets `/chosen/bootloader/tryboot`
+/// in the device tree as the real firmware does; `verify --commit` reads
+/// it from /proc/device-tree, with no stand-in of its own; the next,
+/// normal boot reads config.txt and comes up on the USB root.
+pub fn pi4_trial(_: &ImageSet) -> Result<()> {
+    let Rig {
+        mut pi,
+        sd,
+        sd_boot,
+    } = raspi("pi4-trial", Board::Raspi4b)?;
+    let pristine = fat::read(&sd, &sd_boot, "cmdline.txt")?.context("no cmdline.txt")?;
+
+    // Boot 1, SD root: migrate with a trial; the agent reboots into it.
+    let f = migrate(&mut pi, USB_SERIAL, "--trial always", After::Tryboot)?;
+    let root_partuuid = fact(&f, "plan_root_partuuid")?;
+    let usb_root = format!("{}1", fact(&f, "target")?);
+    ensure!(
+        fat::read(&sd, &sd_boot, "cmdline.txt")?.as_deref() == Some(pristine.as_str()),
+        "a trial migration changed cmdline.txt before the trial"
+    );
+    ensure!(
+        fat::exists(&sd, &sd_boot, "tryboot.txt")?,
+        "no tryboot.txt on the SD card after a trial migration"
+    );
+
+    // Boot 2: the trial, on the USB root, the flag in the device tree.
+    let trial_job = format!(
+        "{PROBE}{MODEL_PROBE}{TRYBOOT_PROBE}{}pimigrate verify --commit --no-bench\n",
+        super::pimigrate_bin::ROOT_PARTUUID
+    );
+    let trial = pi.run(&trial_job, After::Reboot)?;
+    model_logged(&trial, PI4_MODEL)?;
+    ensure!(
+        trial.spec.tryboot && trial.spec.config_file == "tryboot.txt",
+        "the boot after \"0 tryboot\" was not a trial boot: {:?}",
+        trial.spec
+    );
+    let out = trial.job_ok()?;
+    let f = facts(&out.stdout);
+    expect_fact(&f, "dt_model", PI4_MODEL)?;
+    expect_fact(&f, "dt_tryboot", "0 0 0 1")?;
+    expect_fact(&f, "root", &usb_root).with_context(|| out.stdout.clone())?;
+    expect_fact(&f, "root_partuuid", &root_partuuid)?;
+
+    // Boot 3: a normal boot after the commit, on the USB root.
+    let normal = pi.run(
+        &format!("{PROBE}{TRYBOOT_PROBE}pimigrate verify --no-bench\n"),
+        After::PowerOff,
+    )?;
+    ensure!(
+        !normal.spec.tryboot && normal.spec.config_file == "config.txt",
+        "the boot after the commit: {:?}",
+        normal.spec
+    );
+    let f = facts(&normal.job_ok()?.stdout);
+    expect_fact(&f, "root", &usb_root)?;
+    expect_fact(&f, "dt_tryboot", "none")?;
+    let cmdline = fat::read(&sd, &sd_boot, "cmdline.txt")?.context("no cmdline.txt")?;
+    ensure!(
+        cmdline.contains(&format!("root=PARTUUID={root_partuuid} ")),
+        "the committed cmdline.txt does not name {root_partuuid}: {cmdline:?}"
+    );
+    ensure!(
+        !fat::exists(&sd, &sd_boot, "tryboot.txt")?,
+        "tryboot.txt is still on the SD card after the commit"
+    );
+    Ok(())
+}
