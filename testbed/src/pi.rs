@@ -256,8 +256,22 @@ impl Pi {
         &mut self,
         mut until: impl FnMut(&Share, &str) -> bool,
     ) -> Result<Boot> {
+        let mut usb_retried = false;
         for _ in 0..MAX_EARLY_REBOOTS {
             let boot = self.boot_once(&mut until)?;
+            if let Some(seen) = self.usb_disks_missing(&boot).filter(|_| !usb_retried) {
+                usb_retried = true;
+                eprintln!(
+                    "testbed: {} boot {}: the emulated USB hub did not enumerate ({seen}); \
+                     booting once more, as one would replug the disk (see {})",
+                    self.name,
+                    boot.number,
+                    boot.record.serial_log.display()
+                );
+                // The retry is the same boot again, a trial one included.
+                self.tryboot_next = boot.spec.tryboot;
+                continue;
+            }
             let rebooted = matches!(boot.record.ending, Ending::Reboot | Ending::TrybootReboot);
             if !rebooted || self.share.started() {
                 return Ok(boot);
@@ -272,6 +286,20 @@ impl Pi {
             self.name,
             self.logs.display()
         )
+    }
+
+    /// On a raspi machine, what was seen when fewer USB disks came up than
+    /// are attached: QEMU's dwc2 model and hub sometimes fail to enumerate
+    /// under host load ("dwc2 ...: Not connected"), a fault of the
+    /// emulation that the same setup does not repeat. `None` when all came
+    /// up, and always on the x86 guest.
+    fn usb_disks_missing(&self, boot: &Boot) -> Option<String> {
+        if !self.config.board.is_raspi() {
+            return None;
+        }
+        let attached = self.disks.iter().filter(|d| d.bus.is_usb()).count();
+        let seen = usb_disks_detected(&boot.record.console());
+        (seen < attached).then(|| format!("{seen} of {attached} USB disks detected"))
     }
 
     pub(crate) fn boot_once(
@@ -348,5 +376,32 @@ impl Pi {
             record,
             job,
         })
+    }
+}
+
+/// How many USB disks the kernel detected in a boot's console: usb-storage
+/// says so once for each (UAS disks go through uas, which raspi's dwc2
+/// never has).
+pub fn usb_disks_detected(console: &str) -> usize {
+    console
+        .lines()
+        .filter(|l| l.contains("USB Mass Storage device detected"))
+        .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_the_usb_disks_the_kernel_detected() {
+        let console = "[    9.10] usb 1-1.1: new full-speed USB device number 3 using dwc2\n\
+            [    9.52] usb-storage 1-1.1:1.0: USB Mass Storage device detected\n\
+            [    9.53] scsi host0: usb-storage 1-1.1:1.0\n";
+        assert_eq!(usb_disks_detected(console), 1);
+        assert_eq!(
+            usb_disks_detected("[ 7.9] dwc2 3f980000.usb: Not connected\n"),
+            0
+        );
     }
 }
