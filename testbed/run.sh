@@ -115,6 +115,9 @@ check_disk_space() {
     [[ -z ${PI_TESTBED_EXTRA_JOB_AFTER:-} ]] || jobs=$((jobs + 1))
     local scenarios=$((jobs * (3 << 30))) build=0
     [[ -f $cache/images/$(testbed/image/build-image.sh --print-key)/READY ]] || build=$((3 << 30))
+    # The ARM lane's image: its root, the ext4 made of it and the card.
+    [[ -f $cache/images-arm64/$(testbed/image-arm64/build-image.sh --print-key)/READY ]] ||
+        build=$((build + (3 << 30)))
     mkdir -p "$target" "$cache"
     if [[ $(stat -c %d "$target") == $(stat -c %d "$cache") ]]; then
         require_free "$target" $((scenarios + build)) "the testbed (scenario disk images, image build)"
