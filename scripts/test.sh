@@ -8,7 +8,8 @@
 #      machine's, arm64 and armhf (cross-built against glibc 2.31)
 #   4. the crate's tests on aarch64 and armv7 under qemu-user, built with
 #      Cargo.toml's rust-version (scripts/test-arm.sh)
-#   5. the emulated Raspberry Pi testbed (QEMU) scenarios
+#   5. the emulated Raspberry Pi testbed (QEMU) scenarios: the x86 guest's and
+#      the ARM lane's (raspi3b, raspi4b: docs/testbed.md, "The ARM lane")
 # in this order: the testbed's speed scenarios first, the only guests on
 # the machine, while the builds of steps 1 to 4 compile beside them at the
 # lowest CPU and I/O priority and step 4's tests run after those builds;

@@ -5,6 +5,7 @@
 //!   pi-testbed run [NAME...]     run scenarios (default: all), print a summary
 //!   pi-testbed run --lane shared the scenarios that time nothing (several at once)
 //!   pi-testbed run --lane alone  the speed scenarios, one at a time
+//!   pi-testbed needs-arm ARGS... whether `run ARGS...` runs an ARM lane scenario (yes/no)
 
 use anyhow::{bail, Result};
 use pi_testbed::image::ArmImage;
@@ -48,7 +49,9 @@ fn dispatch(args: &[String]) -> Result<i32> {
             Ok(0)
         }
         Some("run") => run(&args[1..]),
-        _ => bail!("usage: pi-testbed list | image | run [--lane shared|alone | SCENARIO...]"),
+        _ => bail!(
+            "usage: pi-testbed list | image | run [--lane shared|alone | SCENARIO...] | needs-arm [ARGS...]"
+        ),
     }
 }
 
