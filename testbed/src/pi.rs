@@ -298,8 +298,13 @@ impl Pi {
             return None;
         }
         let attached = self.disks.iter().filter(|d| d.bus.is_usb()).count();
-        let seen = usb_disks_detected(&boot.record.console());
-        (seen < attached).then(|| format!("{seen} of {attached} USB disks detected"))
+        let console = boot.record.console();
+        let seen = usb_disks_detected(&console);
+        // Only when the controller came up: a dwc2 that never registered
+        // its bus (a module missing from the initramfs) is no fault of the
+        // emulation, and booting again would only hide it.
+        (seen < attached && usb_bus_registered(&console))
+            .then(|| format!("{seen} of {attached} USB disks detected"))
     }
 
     pub(crate) fn boot_once(
@@ -389,6 +394,13 @@ pub fn usb_disks_detected(console: &str) -> usize {
         .count()
 }
 
+/// Whether the dwc2 controller registered its USB bus in a boot's console.
+pub fn usb_bus_registered(console: &str) -> bool {
+    console
+        .lines()
+        .any(|l| l.contains("dwc2") && l.contains("new USB bus registered"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -403,5 +415,13 @@ mod tests {
             usb_disks_detected("[ 7.9] dwc2 3f980000.usb: Not connected\n"),
             0
         );
+    }
+
+    #[test]
+    fn a_dwc2_that_never_loaded_registered_no_bus() {
+        let up = "[ 7.97] dwc2 3f980000.usb: new USB bus registered, assigned bus number 1\n";
+        assert!(usb_bus_registered(up));
+        let missing = "[ 20.70] dwc2: Unknown symbol usb_add_gadget_udc (err -2)\n";
+        assert!(!usb_bus_registered(missing));
     }
 }
