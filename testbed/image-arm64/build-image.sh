@@ -119,21 +119,30 @@ done
 # whole root over QEMU's dwc2 USB, where every megabyte costs. raspi3b has
 # no PCIe, network, GPU, sound or camera; keep the SoC's platform drivers
 # (clocks, firmware mailbox, reset, watchdog for reboot, pinctrl, USB PHY)
-# and the storage, USB and filesystem ones. initrd.img was made above with
-# all of them, and raspi-firmware copies it, so the boot does not change.
+# and the storage, USB and filesystem ones.
 moddir=$root/lib/modules/$kver/kernel
 drop='^(sound|net|drivers/(gpu|media|net|infiniband|staging|iio|bluetooth|isdn|ata|md|target'
 drop+='|thunderbolt|video|nvme|scsi/[^/]+|input|hid|spi|mtd|misc|hwmon|leds|edac|rtc|w1'
 drop+='|vdpa|vfio|vhost|nfc|atm|fpga|gnss|comedi|crypto|dma-buf|pci|platform|ptp|soundwire'
 drop+='|accel|cxl|firewire|greybus|memstick|mfd|most|mux|ntb|nvmem|pcmcia|perf|pwm|remoteproc'
-drop+='|rpmsg|siox|slimbus|ssb|bcma|tty|uio|usb/(gadget|serial|misc|musb|typec|cdns3|chipidea|mtu3))'
+drop+='|rpmsg|siox|slimbus|ssb|bcma|tty|uio|usb/(serial|misc|musb|typec|cdns3|chipidea|mtu3))'
 drop+='|fs/(btrfs|xfs|ocfs2|gfs2|nfs|nfsd|cifs|smb|ceph|ubifs|f2fs|jfs|reiserfs|nilfs2|udf|ntfs3?'
 drop+='|erofs|squashfs|orangefs|afs|coda|dlm|lockd|9p|hfs|hfsplus|isofs|quota|overlayfs|zonefs))/'
 before=$(du -sm "$moddir" | cut -f1)
 (cd "$moddir" && find . -name '*.ko*' | sed 's#^\./##' | grep -E "$drop" | xargs -r rm -f)
 find "$moddir" -type d -empty -delete
+# dwc2 links against the USB gadget core (udc-core) even as a host, so
+# usb/gadget stays. The initramfs is made again from the trimmed tree, as
+# the next kernel or initramfs update in the guest makes it (pi3-root-only
+# boots one), and must still hold the boot drivers and their dependencies.
 chroot "$root" depmod "$kver"
 log "kernel modules trimmed from ${before} MB to $(du -sm "$moddir" | cut -f1) MB"
+chroot "$root" update-initramfs -u -k "$kver" >&2
+modlist=$(chroot "$root" lsinitramfs "/boot/initrd.img-$kver")
+for mod in bcm2835 sdhci-iproc dwc2 udc-core usb-storage uas ext4 vfat; do
+    grep -q "/${mod//[-_]/[-_]}\.ko" <<<"$modlist" ||
+        die "the initramfs made from the trimmed modules lacks $mod"
+done
 
 # The boot partition's files, out of the root tree: the FAT gets them.
 boot=$work/boot-files
