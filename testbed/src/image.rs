@@ -31,31 +31,12 @@ impl ImageSet {
     /// Builds the images if the cache lacks them (a few minutes, needs root
     /// and the Debian mirror), otherwise just finds them.
     pub fn ensure() -> Result<ImageSet> {
-        let script = recipe_dir().join("build-image.sh");
-        let out = cmd::stdout(Command::new("bash").arg(&script).stderr(Stdio::inherit()))
-            .with_context(|| format!("cannot build the testbed image with {}", script.display()))?;
-        let dir = out
-            .lines()
-            .last()
-            .context("build-image.sh printed no image folder")?;
-        ImageSet::open(Path::new(dir.trim()))
+        ImageSet::open(&build_or_find(&recipe_dir().join("build-image.sh"))?)
     }
 
     /// The images in an existing cache folder.
     pub fn open(dir: &Path) -> Result<ImageSet> {
-        let meta = dir.join("image.env");
-        let text = std::fs::read_to_string(&meta).with_context(|| {
-            format!(
-                "cannot read {}: rebuild with testbed/image/build-image.sh",
-                meta.display()
-            )
-        })?;
-        let vars: HashMap<&str, &str> = text.lines().filter_map(|l| l.split_once('=')).collect();
-        let get = |k: &str| {
-            vars.get(k)
-                .map(|v| v.to_string())
-                .with_context(|| format!("{} lacks {k}", meta.display()))
-        };
+        let get = metadata(dir)?;
         Ok(ImageSet {
             dir: dir.to_path_buf(),
             kernel_version: get("KERNEL_VERSION")?,
@@ -85,28 +66,8 @@ impl ArmImage {
     /// qemu-user, needs root and the Debian mirror), otherwise finds it.
     pub fn ensure() -> Result<ArmImage> {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("image-arm64/build-image.sh");
-        let out = cmd::stdout(Command::new("bash").arg(&script).stderr(Stdio::inherit()))
-            .with_context(|| {
-                format!(
-                    "cannot build the ARM lane's image with {}",
-                    script.display()
-                )
-            })?;
-        let dir = PathBuf::from(
-            out.lines()
-                .last()
-                .context("build-image.sh printed no image folder")?
-                .trim(),
-        );
-        let meta = dir.join("image.env");
-        let text = std::fs::read_to_string(&meta)
-            .with_context(|| format!("cannot read {}", meta.display()))?;
-        let vars: HashMap<&str, &str> = text.lines().filter_map(|l| l.split_once('=')).collect();
-        let get = |k: &str| {
-            vars.get(k)
-                .map(|v| v.to_string())
-                .with_context(|| format!("{} lacks {k}", meta.display()))
-        };
+        let dir = build_or_find(&script)?;
+        let get = metadata(&dir)?;
         Ok(ArmImage {
             kernel_version: get("KERNEL_VERSION")?,
             image: dir.join(get("IMAGE")?),
@@ -114,4 +75,38 @@ impl ArmImage {
             dir,
         })
     }
+}
+
+/// Runs an image recipe (`build-image.sh`), which builds the image unless
+/// the cache has it and prints its folder last.
+fn build_or_find(script: &Path) -> Result<PathBuf> {
+    let out = cmd::stdout(Command::new("bash").arg(script).stderr(Stdio::inherit()))
+        .with_context(|| format!("cannot build the testbed image with {}", script.display()))?;
+    let dir = out
+        .lines()
+        .last()
+        .with_context(|| format!("{} printed no image folder", script.display()))?;
+    Ok(PathBuf::from(dir.trim()))
+}
+
+/// What a recipe recorded about its image (`image.env`, `KEY=value`
+/// lines): a lookup that fails naming the missing key.
+fn metadata(dir: &Path) -> Result<impl Fn(&str) -> Result<String>> {
+    let meta = dir.join("image.env");
+    let text = std::fs::read_to_string(&meta).with_context(|| {
+        format!(
+            "cannot read {}: run its build-image.sh again",
+            meta.display()
+        )
+    })?;
+    let vars: HashMap<String, String> = text
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Ok(move |k: &str| {
+        vars.get(k)
+            .cloned()
+            .with_context(|| format!("{} lacks {k}", meta.display()))
+    })
 }

@@ -272,6 +272,7 @@ fn worth_another_run(s: &Scenario, (result, others): &(Result<()>, Option<f64>))
         pi_testbed::qemu::EMULATOR_STALLED,
         pi_testbed::qemu::EMULATOR_CRASHED,
         pi_testbed::qemu::GUEST_HUNG_EARLY,
+        scenarios::EMULATED_DISK_SLOW,
     ] {
         if format!("{e:#}").contains(fault) {
             return Some(format!("because {fault}: {e:#}"));

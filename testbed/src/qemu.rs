@@ -203,20 +203,8 @@ fn raspi_command(
     }
     let mut c = Command::new(board.program().0);
     c.args(["-machine", board.machine()]);
-    c.args([
-        "-nodefaults",
-        "-no-user-config",
-        "-display",
-        "none",
-        "-no-reboot",
-    ]);
     // The first UART is the PL011, the guest's ttyAMA0.
-    c.arg("-serial")
-        .arg(format!("file:{}", serial_log.display()));
-    c.arg("-kernel").arg(&spec.kernel);
-    if let Some(initrd) = &spec.initrd {
-        c.arg("-initrd").arg(initrd);
-    }
+    boot_args(&mut c, spec, serial_log);
     c.arg("-dtb").arg(dtb);
     // panic=-1 and mitigations=off as on the x86 guest (x86_command); the
     // Pi's reboot goes through the SoC's watchdog, which QEMU turns into a
@@ -234,16 +222,11 @@ fn raspi_command(
     Ok(c)
 }
 
-/// The q35 x86 guest.
-fn x86_command(cfg: &MachineConfig, spec: &BootSpec, disks: &[Disk], serial_log: &Path) -> Command {
-    let mut c = Command::new(cfg.board.program().0);
-    c.args(["-machine", "q35,accel=tcg", "-cpu", "max"]);
-    c.args([
-        "-m",
-        &cfg.memory_mib.to_string(),
-        "-smp",
-        &cfg.cpus.to_string(),
-    ]);
+/// What every machine gets: no devices but those named, no display, a
+/// reboot that ends QEMU (the harness plays the firmware for the next
+/// boot), the first serial port into the boot's log, and the kernel and
+/// initramfs the firmware stand-in loaded.
+fn boot_args(c: &mut Command, spec: &BootSpec, serial_log: &Path) {
     c.args([
         "-nodefaults",
         "-no-user-config",
@@ -257,6 +240,19 @@ fn x86_command(cfg: &MachineConfig, spec: &BootSpec, disks: &[Disk], serial_log:
     if let Some(initrd) = &spec.initrd {
         c.arg("-initrd").arg(initrd);
     }
+}
+
+/// The q35 x86 guest.
+fn x86_command(cfg: &MachineConfig, spec: &BootSpec, disks: &[Disk], serial_log: &Path) -> Command {
+    let mut c = Command::new(cfg.board.program().0);
+    c.args(["-machine", "q35,accel=tcg", "-cpu", "max"]);
+    c.args([
+        "-m",
+        &cfg.memory_mib.to_string(),
+        "-smp",
+        &cfg.cpus.to_string(),
+    ]);
+    boot_args(&mut c, spec, serial_log);
     // Words of the machine's own after cmdline.txt's, as a Pi's firmware
     // adds its own (scenarios compare the start of /proc/cmdline with
     // cmdline.txt):

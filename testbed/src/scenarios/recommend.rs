@@ -70,6 +70,7 @@ pub fn run(images: &ImageSet) -> Result<()> {
     std::fs::write(&kept, &text).with_context(|| format!("writing {}", kept.display()))?;
     let doc: Value = serde_json::from_str(&text).context("recommend.json is not JSON")?;
 
+    card_reached_its_profile(&doc, flash)?;
     let entry = pimigrate_bin::check_ssd_over_flash(&doc, ssd, flash)?;
     // The same drive's random reads (limit 500, ~365-500 in the emulation)
     // show whether the write limit could bind at all: far below that, the
@@ -120,6 +121,33 @@ const EMERGENCY_RETRIES: u32 = 2;
 /// systemd's 90 s device timeout for the SD card's boot partition and the
 /// boot stops in the emergency shell, where it would wait out the whole
 /// boot limit; like a person at a real Pi, cut the power and boot again.
+/// sd-c10's random 4K write limit (testbed/profiles.tsv), which the
+/// emulated card reaches in a normal run (149 of 150 on 2026-12-03).
+const CARD_WRITE_IOPS: f64 = 150.0;
+
+/// The scenario's premise: the card writes at its profile, three times the
+/// flash drive. Once (2026-12-03, the same commit passing right after) the
+/// emulated card wrote 46 random 4K writes a second with nothing else on
+/// the host, below the flash drive's 50, and the warning this scenario
+/// checks rightly did not come: a fault of the emulation, which the suite
+/// runs once more (`EMULATED_DISK_SLOW`), not of pimigrate.
+fn card_reached_its_profile(doc: &Value, flash: &str) -> Result<()> {
+    let card = doc["ranking"]
+        .as_array()
+        .and_then(|r| r.iter().find(|e| e["path"].as_str() == Some(flash)))
+        .and_then(|e| e["gain"]["tests"].as_array())
+        .and_then(|t| t.iter().find(|t| t["test"] == "RND4K Q32 write"))
+        .and_then(|t| t["baseline_iops"].as_f64());
+    match card {
+        Some(iops) if iops < CARD_WRITE_IOPS / 2.0 => anyhow::bail!(
+            "{}: the SD card (sd-c10, {CARD_WRITE_IOPS:.0} random 4K writes/s) measured \
+             {iops:.0}, under half its profile",
+            super::EMULATED_DISK_SLOW
+        ),
+        _ => Ok(()),
+    }
+}
+
 fn run_job(pi: &mut Pi) -> Result<Boot> {
     for _ in 0..=EMERGENCY_RETRIES {
         pi.share.set_job(JOB, After::PowerOff)?;
@@ -142,4 +170,22 @@ fn run_job(pi: &mut Pi) -> Result<Boot> {
         EMERGENCY_RETRIES + 1,
         pi.logs.display()
     )
+}
+
+#[cfg(test)]
+mod card_tests {
+    use super::*;
+
+    fn doc(card_write_iops: f64) -> Value {
+        serde_json::json!({"ranking": [{"path": "/dev/sdb", "gain": {"tests": [
+            {"test": "RND4K Q32 write", "iops": 48.0, "baseline_iops": card_write_iops}
+        ]}}]})
+    }
+
+    #[test]
+    fn a_card_far_below_its_profile_is_the_emulations_fault() {
+        assert!(card_reached_its_profile(&doc(149.0), "/dev/sdb").is_ok());
+        let slow = card_reached_its_profile(&doc(46.0), "/dev/sdb").unwrap_err();
+        assert!(format!("{slow:#}").starts_with(super::super::EMULATED_DISK_SLOW));
+    }
 }
