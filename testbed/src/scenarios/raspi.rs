@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 
 /// The model string of QEMU's raspi3b device tree (upstream Linux's
 /// bcm2837-rpi-3-b.dts), as the kernel prints it and pimigrate reads it.
-const MODEL: &str = "Raspberry Pi 3 Model B";
+const PI3_MODEL: &str = "Raspberry Pi 3 Model B";
 
 /// The USB disk behind dwc2: bulk-only mass storage, the guest's `sda`.
 const USB_SERIAL: &str = "TB-USB";
@@ -51,10 +51,6 @@ fn model_logged(boot: &Boot, model: &str) -> Result<()> {
     Ok(())
 }
 
-fn machine_model_logged(boot: &Boot) -> Result<()> {
-    model_logged(boot, MODEL)
-}
-
 /// Job lines: the model the device tree gives, and the CPU.
 const MODEL_PROBE: &str = r#"
 echo "dt_model=$(tr -d '\000' </proc/device-tree/model)"
@@ -71,10 +67,10 @@ pub fn pi3_devices(_: &ImageSet) -> Result<()> {
         "{PROBE}{MODEL_PROBE}\npimigrate devices --json >\"$TESTBED/out/devices.json\"\npimigrate devices\n"
     );
     let boot = pi.run(&job, After::PowerOff)?;
-    machine_model_logged(&boot)?;
+    model_logged(&boot, PI3_MODEL)?;
     let out = boot.job_ok()?;
     let f = facts(&out.stdout);
-    expect_fact(&f, "dt_model", MODEL)?;
+    expect_fact(&f, "dt_model", PI3_MODEL)?;
     expect_fact(&f, "machine", "aarch64")?;
     expect_fact(&f, "root", "/dev/mmcblk0p2")?;
     expect_fact(&f, "boot_firmware", "/dev/mmcblk0p1")?;
@@ -95,7 +91,7 @@ fn check_devices(doc: &serde_json::Value) -> Result<()> {
         ensure!(v.as_str() == Some(want), "{what} is {v}, expected {want:?}");
         Ok(())
     };
-    is(&pi["model"], MODEL, "pi.model")?;
+    is(&pi["model"], PI3_MODEL, "pi.model")?;
     is(&pi["family"], "pi3", "pi.family")?;
     is(&pi["config_filter"], "pi3", "pi.config_filter")?;
     // A Pi 3B boots USB only once the one-time OTP bit is set, never
@@ -185,7 +181,7 @@ echo "rootpart=$(grep '^ROOTPART=' /etc/default/raspi-firmware)"
         pimigrate_bin::find_disk(USB_SERIAL)
     );
     let second = pi.run(&check, After::Reboot)?;
-    machine_model_logged(&second)?;
+    model_logged(&second, PI3_MODEL)?;
     let out = second.job_ok()?;
     let f = facts(&out.stdout);
     expect_fact(&f, "root", &usb_root).with_context(|| out.stdout.clone())?;
