@@ -30,7 +30,17 @@ pub const POINTS: &[&str] = &[
     "atomic-after-temp",
     "atomic-after-rename",
     "backup-after-temp",
+    "backup-after-rename",
+    "boot-backup-after-temp",
+    "boot-backup-after-rename",
+    "boot-after-temp",
+    "boot-after-rename",
+    "source-boot-written",
 ];
+
+/// `verify --commit`'s point: the SD card's cmdline.txt starts the new root,
+/// the trial's files and the journal are not yet tidied up.
+pub const COMMIT_AFTER_SWAP: &str = "commit-after-swap";
 
 struct Wanted {
     name: String,

@@ -1,11 +1,41 @@
-//! Replacing a boot file so that a power cut at any moment leaves either the
-//! old file or the new one, never half of either: back up, write a temporary
-//! file next to it, flush, rename over, flush the directory.
+//! Replacing a file so that a power cut at any moment leaves either the old
+//! file or the new one, never half of either: back up, write a temporary
+//! file next to it, flush, rename over, flush the renamed file and its
+//! directory.
+//!
+//! The flush of the renamed file is for FAT, where the SD card's boot files
+//! live: vfat keeps a file's first cluster and size in its directory entry,
+//! which the kernel writes with the file's inode, not with the directory. A
+//! rename followed by a flush of the directory alone leaves on the card an
+//! entry that still points at the old clusters (already freed) or, for a
+//! new name, at none: after a power cut the file is empty or torn and fsck
+//! finds lost clusters. The power-cut scenarios of the testbed found it.
 
 use anyhow::{Context, Result};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+
+/// The fail points of one kind of atomic write ([`crate::failpoint`]): after
+/// its temporary file is written and flushed, and after the rename (before
+/// the flushes that make the rename durable).
+#[derive(Debug, Clone, Copy)]
+pub struct Points {
+    pub after_temp: &'static str,
+    pub after_rename: &'static str,
+}
+
+/// A file on the target or in the state directory (fstab, the journal).
+pub const FILE: Points = Points {
+    after_temp: "atomic-after-temp",
+    after_rename: "atomic-after-rename",
+};
+
+/// A backup made before a file on the target is first replaced.
+pub const BACKUP: Points = Points {
+    after_temp: "backup-after-temp",
+    after_rename: "backup-after-rename",
+};
 
 /// The temporary name a new version is written under before the rename.
 pub fn temp_name(path: &Path) -> PathBuf {
@@ -14,10 +44,12 @@ pub fn temp_name(path: &Path) -> PathBuf {
     path.with_file_name(name)
 }
 
-fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .with_context(|| format!("flushing the directory {}", dir.display()))
+fn sync_path(path: &Path, what: &str) -> Result<()> {
+    #[cfg(test)]
+    tests::FLUSHED.with(|f| f.borrow_mut().push(path.to_path_buf()));
+    File::open(path)
+        .and_then(|f| f.sync_all())
+        .with_context(|| format!("flushing {what} {}", path.display()))
 }
 
 fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
@@ -29,13 +61,26 @@ fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
         .with_context(|| format!("creating {}", path.display()))?;
     file.write_all(bytes)
         .and_then(|()| file.sync_all())
-        .with_context(|| format!("writing {}", path.display()))
+        .with_context(|| format!("writing {}", path.display()))?;
+    #[cfg(test)]
+    tests::FLUSHED.with(|f| f.borrow_mut().push(path.to_path_buf()));
+    Ok(())
+}
+
+/// Renames the flushed `temp` to `dest` and makes the rename durable: the
+/// renamed file (its directory entry, on FAT) and then the directory.
+fn rename_durably(temp: &Path, dest: &Path, after_rename: &str) -> Result<()> {
+    std::fs::rename(temp, dest)
+        .with_context(|| format!("renaming {} to {}", temp.display(), dest.display()))?;
+    crate::failpoint::hit(after_rename);
+    sync_path(dest, "the file")?;
+    sync_path(dest.parent().unwrap_or(Path::new(".")), "the directory")
 }
 
 /// Copies `path` to `backup` (flushed) unless that backup exists already: the
 /// first backup is the version that booted, and a resumed run must not
 /// overwrite it with a half-migrated one.
-pub fn backup(path: &Path, backup: &Path) -> Result<()> {
+pub fn backup(path: &Path, backup: &Path, points: Points) -> Result<()> {
     if backup.exists() {
         return Ok(());
     }
@@ -43,30 +88,58 @@ pub fn backup(path: &Path, backup: &Path) -> Result<()> {
         std::fs::read(path).with_context(|| format!("reading {} to back it up", path.display()))?;
     let temp = temp_name(backup);
     write_synced(&temp, &bytes)?;
-    crate::failpoint::hit("backup-after-temp");
-    std::fs::rename(&temp, backup)
-        .with_context(|| format!("renaming {} to {}", temp.display(), backup.display()))?;
-    sync_dir(backup.parent().unwrap_or(Path::new(".")))
+    crate::failpoint::hit(points.after_temp);
+    rename_durably(&temp, backup, points.after_rename)
 }
 
 /// Atomically replaces `path` with `bytes`, keeping its permissions.
-pub fn replace(path: &Path, bytes: &[u8]) -> Result<()> {
+pub fn replace(path: &Path, bytes: &[u8], points: Points) -> Result<()> {
     let temp = temp_name(path);
     write_synced(&temp, bytes)?;
     if let Ok(meta) = std::fs::metadata(path) {
         // FAT has no permissions to keep; ignore what it cannot do.
         let _ = std::fs::set_permissions(&temp, meta.permissions());
     }
-    crate::failpoint::hit("atomic-after-temp");
-    std::fs::rename(&temp, path)
-        .with_context(|| format!("renaming {} over {}", temp.display(), path.display()))?;
-    crate::failpoint::hit("atomic-after-rename");
-    sync_dir(path.parent().unwrap_or(Path::new(".")))
+    crate::failpoint::hit(points.after_temp);
+    rename_durably(&temp, path, points.after_rename)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cell::RefCell;
+
+    thread_local! {
+        /// What this thread flushed, in order.
+        pub(super) static FLUSHED: RefCell<Vec<PathBuf>> = const { RefCell::new(Vec::new()) };
+    }
+
+    fn flushed() -> Vec<PathBuf> {
+        FLUSHED.with(|f| f.take())
+    }
+
+    /// The power-cut scenarios' finding, pinned: on FAT a renamed file's
+    /// directory entry is written with the file, so the file is flushed
+    /// after the rename and before its directory, for a replacement and for
+    /// a backup (a new name) alike.
+    #[test]
+    fn the_renamed_file_is_flushed_after_the_rename_then_its_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("cmdline.txt");
+        let saved = dir.path().join("cmdline.txt.pimigrate-backup");
+        std::fs::write(&file, "root=OLD\n").unwrap();
+        flushed();
+        backup(&file, &saved, BACKUP).unwrap();
+        assert_eq!(
+            flushed(),
+            [temp_name(&saved), saved.clone(), dir.path().to_path_buf()]
+        );
+        replace(&file, b"root=NEW\n", FILE).unwrap();
+        assert_eq!(
+            flushed(),
+            [temp_name(&file), file.clone(), dir.path().to_path_buf()]
+        );
+    }
 
     #[test]
     fn backs_up_once_and_replaces() {
@@ -74,10 +147,10 @@ mod tests {
         let file = dir.path().join("cmdline.txt");
         let saved = dir.path().join("cmdline.txt.pimigrate-backup");
         std::fs::write(&file, "root=OLD\n").unwrap();
-        backup(&file, &saved).unwrap();
-        replace(&file, b"root=NEW\n").unwrap();
+        backup(&file, &saved, BACKUP).unwrap();
+        replace(&file, b"root=NEW\n", FILE).unwrap();
         // A second run must not replace the first backup with the new file.
-        backup(&file, &saved).unwrap();
+        backup(&file, &saved, BACKUP).unwrap();
         assert_eq!(std::fs::read_to_string(&saved).unwrap(), "root=OLD\n");
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "root=NEW\n");
         let names: Vec<_> = std::fs::read_dir(dir.path())
@@ -93,7 +166,7 @@ mod tests {
         let file = dir.path().join("fstab");
         std::fs::write(&file, "old").unwrap();
         std::fs::write(temp_name(&file), "half-writ").unwrap();
-        replace(&file, b"new").unwrap();
+        replace(&file, b"new", FILE).unwrap();
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "new");
         assert!(!temp_name(&file).exists());
     }

@@ -15,6 +15,17 @@ use crate::host::Host;
 use anyhow::{bail, Context, Result};
 use std::path::{Component, Path, PathBuf};
 
+/// The boot partition's own fail points ([`crate::failpoint`]): a power cut
+/// there is what the testbed's power-cut scenarios prove harmless.
+pub const BOOT_FILE: atomic::Points = atomic::Points {
+    after_temp: "boot-after-temp",
+    after_rename: "boot-after-rename",
+};
+pub const BOOT_BACKUP: atomic::Points = atomic::Points {
+    after_temp: "boot-backup-after-temp",
+    after_rename: "boot-backup-after-rename",
+};
+
 /// One pimigrate at a time: an exclusive lock in the state directory, held
 /// for as long as this value lives.
 pub struct StateLock {
@@ -111,12 +122,12 @@ impl<'lock> BootWriter<'lock> {
 
     /// Copies `file` to `backup`, unless that backup is there already.
     pub fn backup(&self, file: &Path, backup: &Path) -> Result<()> {
-        atomic::backup(&self.resolve(file)?, &self.resolve(backup)?)
+        atomic::backup(&self.resolve(file)?, &self.resolve(backup)?, BOOT_BACKUP)
     }
 
     /// Atomically replaces (or creates) `file`.
     pub fn replace(&self, file: &Path, bytes: &[u8]) -> Result<()> {
-        atomic::replace(&self.resolve(file)?, bytes)
+        atomic::replace(&self.resolve(file)?, bytes, BOOT_FILE)
     }
 
     /// Puts `backup` back as `file` and removes it; false when there is no

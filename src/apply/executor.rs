@@ -139,6 +139,9 @@ fn apply_steps(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<
         let source = bind_read_only(&host.path(&journal.source_root), "source-root")?;
         super::copy_root::copy_root(source.path(), target_root.path(), &plan, ctx)?;
         source.unmount()?;
+        // On the target before the journal says so: after a power cut a
+        // resume trusts this step and copies nothing again.
+        target_root.sync()?;
         crate::failpoint::hit("after-copy");
         journal.mark(Step::Copied, &state_dir)?;
     }
@@ -151,6 +154,7 @@ fn apply_steps(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<
             if !journal.is_done(Step::BootFilesCopied) {
                 (ctx.step)("copying the boot files to the new boot partition");
                 copy_boot_files(&host.path(&journal.boot_dir), mounted.path())?;
+                mounted.sync()?;
                 journal.mark(Step::BootFilesCopied, &state_dir)?;
             }
             Some(mounted)
@@ -200,6 +204,10 @@ fn apply_steps(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<
             (ctx.step)("updating the SD card's boot files (last, atomically, after a backup)");
             crate::failpoint::hit("source-edit-start");
             write_source_boot(&sd_boot, &writes)?;
+            // The SD card now starts the new root; the journal does not
+            // know yet. A power cut here boots the new root, where
+            // `migrate --resume` completes the journal.
+            crate::failpoint::hit("source-boot-written");
         }
         journal.mark(Step::SourceBootEdited, &state_dir)?;
     }
@@ -340,11 +348,20 @@ fn partition_and_format(
         for (mkfs, device) in plan.filesystems.iter().zip(devices.paths()) {
             (ctx.step)(&format!("creating {} on {}", mkfs.fstype, device.display()));
             run_mkfs(&mkfs.command_for(&device.to_string_lossy()))?;
+            flush_device(&device)?;
             crate::failpoint::hit("after-mkfs");
         }
         journal.mark(Step::Formatted, state_dir)?;
     }
     Ok(devices)
+}
+
+/// Flushes what mkfs wrote to `device` before the journal says it ran
+/// (mkfs.vfat does not flush by itself).
+fn flush_device(device: &Path) -> Result<()> {
+    std::fs::File::open(device)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("flushing {}", device.display()))
 }
 
 /// Runs a planned mkfs command (the partition's device already put in).
@@ -397,9 +414,9 @@ fn edit_in_place(root: &Path, edit: &FileEdit) -> Result<()> {
     let edited = edits::apply(&current, &edit.operations)
         .with_context(|| format!("editing {}", file.display()))?;
     if let Some(backup) = &edit.backup {
-        atomic::backup(&file, &inside(backup))?;
+        atomic::backup(&file, &inside(backup), atomic::BACKUP)?;
     }
-    atomic::replace(&inside(&edit.output), &edited)
+    atomic::replace(&inside(&edit.output), &edited, atomic::FILE)
 }
 
 /// What the last step writes to the SD card's boot partition: paths as seen

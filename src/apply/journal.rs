@@ -104,7 +104,7 @@ impl Journal {
             .with_context(|| format!("creating {}", state_dir.display()))?;
         self.updated = now();
         let bytes = serde_json::to_vec_pretty(self).context("encoding the journal")?;
-        super::atomic::replace(&Journal::path(state_dir), &bytes)
+        super::atomic::replace(&Journal::path(state_dir), &bytes, super::atomic::FILE)
     }
 
     pub fn mark(&mut self, step: Step, state_dir: &Path) -> Result<()> {
