@@ -415,6 +415,58 @@ fn commit_makes_the_trial_permanent_and_rollback_still_restores() {
         .exists());
 }
 
+/// A power cut right after `verify --commit` swapped cmdline.txt (the
+/// testbed's power-cut-trial cuts there): the journal knows the commit
+/// began, not that it ended, and the next, normal, boot runs the target.
+/// `verify --commit` there finishes it: the trial's files go, the journal
+/// records the commit, and the backup is still the original.
+#[test]
+fn a_commit_cut_short_after_its_swap_is_finished_by_the_next_normal_boot() {
+    let pi = Machine::new();
+    pi.change_journal(|j| {
+        j.backups.insert(
+            PathBuf::from("/cmdline.txt"),
+            PathBuf::from("/cmdline.txt.pimigrate-backup"),
+        );
+    });
+    pi.write(
+        "/boot/firmware/cmdline.txt.pimigrate-backup",
+        ORIGINAL_CMDLINE,
+    );
+    pi.write("/boot/firmware/cmdline.txt", TRIAL_CMDLINE);
+    pi.set_tryboot_flag(false);
+    let (code, report) = pi.verify(&["--commit"]);
+    assert_eq!(code, 0, "{report:#}");
+    assert!(
+        report["trial_boot"]["committed_at"].is_string(),
+        "{report:#}"
+    );
+    assert_eq!(pi.read("/boot/firmware/cmdline.txt"), TRIAL_CMDLINE);
+    assert_eq!(
+        pi.read("/boot/firmware/cmdline.txt.pimigrate-backup"),
+        ORIGINAL_CMDLINE
+    );
+    assert!(!pi.path("/boot/firmware/tryboot.txt").exists());
+    assert!(!pi.path("/boot/firmware/cmdline.pimigrate.txt").exists());
+    assert!(pi.journal().committed.is_some());
+}
+
+/// The new root's journal is the copy made before the SD card's boot files
+/// changed, so it never says the last step is done, and a power cut can
+/// also come between that change and the SD card's journal. Running from
+/// the target, `migrate --resume` says the move is done and records it.
+#[test]
+fn resume_on_the_new_root_completes_its_journal() {
+    let pi = Machine::new();
+    assert!(!pi.journal().is_done(Step::SourceBootEdited));
+    let output = pi.run(&["--json", "migrate", "--resume", "--yes"]);
+    assert_eq!(exit_code(&output), 0, "{}", stderr(&output));
+    assert_eq!(json(&output)["status"], "already-migrated");
+    assert!(pi.journal().is_done(Step::SourceBootEdited));
+    // Nothing else was touched.
+    assert_eq!(pi.read("/boot/firmware/cmdline.txt"), ORIGINAL_CMDLINE);
+}
+
 #[test]
 fn commit_is_refused_outside_the_trial_boot_and_changes_nothing() {
     let pi = Machine::new();

@@ -53,6 +53,13 @@ pub fn start(
             "there is no migration to resume (no journal in {})",
             state_dir.display()
         ),
+        // Running from the target's root: the move got this far, whatever
+        // the journal could still record (its copy on the new root is made
+        // before the SD card's boot files change, and a power cut can come
+        // between that change and the journal's last save).
+        (_, Some(journal)) if runs_from_target(system, &journal.plan) => {
+            Start::Finished(complete(journal, state_dir)?, Status::AlreadyMigrated)
+        }
         (true, Some(journal)) => {
             if let Some(target) = target {
                 if target != journal.plan.target.path {
@@ -74,9 +81,6 @@ pub fn start(
              on, `pimigrate rollback` undoes it",
             journal.plan.target.path.display()
         ),
-        (false, Some(journal)) if runs_from_target(system, &journal.plan) => {
-            Start::Finished(journal, Status::AlreadyMigrated)
-        }
         (false, Some(journal)) if target_still_holds(system, &journal.plan) => {
             Start::Finished(journal, Status::PendingReboot)
         }
@@ -98,8 +102,24 @@ pub fn new_journal(system: &System, plan: Plan) -> Result<Journal> {
     ))
 }
 
+/// Whether `journal`'s migration reached its end: its last step recorded,
+/// or this system running from the target's root.
+pub fn landed(system: &System, journal: &Journal) -> bool {
+    is_complete(journal) || runs_from_target(system, &journal.plan)
+}
+
 fn is_complete(journal: &Journal) -> bool {
     journal.is_done(Step::SourceBootEdited)
+}
+
+/// The journal of a migration whose new root is running, with its last
+/// step recorded (under the state lock) if it was not.
+fn complete(mut journal: Journal, state_dir: &Path) -> Result<Journal> {
+    if !is_complete(&journal) {
+        let _lock = super::boot_partition::StateLock::acquire(state_dir)?;
+        journal.mark(Step::SourceBootEdited, state_dir)?;
+    }
+    Ok(journal)
 }
 
 /// Is the running root the planned root partition on the target?

@@ -48,6 +48,10 @@ pub fn commit(
     let mut done = Vec::new();
     boot.backup(cmdline, &backup)?;
     boot.replace(cmdline, &new)?;
+    // The next boot starts the new root whatever happens now; a power cut
+    // before the journal says so is finished by `verify --commit` in that
+    // boot (see `Expected::commit_interrupted`).
+    crate::failpoint::hit(crate::failpoint::COMMIT_AFTER_SWAP);
     done.push(format!(
         "{} now holds the trial's command line (the original is in {})",
         boot.resolve(cmdline)?.display(),

@@ -25,6 +25,9 @@ pub struct Expected {
     pub boot_dir: PathBuf,
     /// The boot file whose `root=` the migration changed (`/cmdline.txt`).
     pub cmdline_file: PathBuf,
+    /// `verify --commit` began (it journals its backup of cmdline.txt before
+    /// the swap) and did not finish: a power cut in the middle.
+    pub commit_interrupted: bool,
 }
 
 impl Expected {
@@ -61,6 +64,9 @@ impl Expected {
             trial: plan.trial_boot.clone(),
             committed: journal.committed,
             boot_dir: journal.boot_dir.clone(),
+            commit_interrupted: plan.trial_boot.is_some()
+                && journal.committed.is_none()
+                && journal.backups.contains_key(&cmdline_file),
             cmdline_file,
         })
     }

@@ -111,7 +111,9 @@ pub fn commit_refusal(system: &System, expected: &Expected, passed: bool) -> Opt
             "not committed: the checks failed, and cmdline.txt still boots the SD card".into(),
         ));
     }
-    if !system.pi.in_trial_boot {
+    // A commit cut short after its swap: this normal boot already runs the
+    // target (the checks passed), and committing again finishes the job.
+    if !system.pi.in_trial_boot && !expected.commit_interrupted {
         return Some(Refusal::Refused(
             "not committed: this is not the trial boot".into(),
         ));

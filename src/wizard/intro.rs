@@ -2,7 +2,7 @@
 //! that is still pending, and the disks found.
 
 use super::{Outcome, Wizard};
-use crate::apply::journal::{Journal, Step};
+use crate::apply::journal::Journal;
 use crate::system::disks::{Disk, Role, Transport};
 use crate::system::pi::BootSupport;
 use anyhow::Result;
@@ -50,7 +50,7 @@ pub(super) fn earlier_migration(wizard: &Wizard) -> Result<Option<Outcome>> {
         return Ok(None);
     };
     let target = journal.plan.target.path.display();
-    let message = if journal.is_done(Step::SourceBootEdited) {
+    let message = if crate::apply::migration::landed(wizard.system, &journal) {
         format!(
             "This system was already migrated to {target}. Reboot into it and run \
              `sudo pimigrate verify`; `sudo pimigrate rollback` undoes it, before migrating again."
