@@ -19,17 +19,20 @@
 //! # Ok(()) }
 //! ```
 
+pub mod attach;
 pub mod card_channel;
 pub mod cmd;
 pub mod disks;
 pub mod fat;
 pub mod firmware;
+pub mod fsck;
 pub mod image;
 pub mod inspect;
 pub mod live;
 pub mod load;
 pub mod mbr;
 pub mod pi;
+pub mod power;
 pub mod profiles;
 pub mod qemu;
 pub mod qmp;

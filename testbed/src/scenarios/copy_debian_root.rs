@@ -8,13 +8,13 @@
 //! xattrs. The torture tree in tests/copy_fidelity.rs covers the rare
 //! cases; this is the common case, whole.
 
+use crate::attach::Attached;
 use crate::cmd;
 use crate::mbr;
 use crate::pi::{target_dir, work_dir};
 use crate::ImageSet;
 use anyhow::{ensure, Context, Result};
 use std::fs;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
 pub fn run(images: &ImageSet) -> Result<()> {
@@ -31,7 +31,7 @@ pub fn run(images: &ImageSet) -> Result<()> {
     let root = mbr::partition_of(&images.bookworm, 2)?;
     let source = Attached::new(
         &images.bookworm,
-        Some((root.offset(), root.size())),
+        Some(&root),
         &work.join("src"),
         "ro,noload",
     )?;
@@ -71,62 +71,4 @@ pub fn run(images: &ImageSet) -> Result<()> {
     eprintln!("testbed: copy-debian-root: {entries} entries, rsync -naHAXc finds nothing to do");
     // The mounts are undone on drop; the runner then removes `work`.
     Ok(())
-}
-
-/// An image (or a slice of one) on a loop device, mounted; undone on drop,
-/// and the loop device is never left behind by a failed mount.
-struct Attached {
-    device: String,
-    mountpoint: PathBuf,
-    mounted: bool,
-}
-
-impl Attached {
-    fn new(
-        image: &Path,
-        slice: Option<(u64, u64)>,
-        mountpoint: &Path,
-        options: &str,
-    ) -> Result<Attached> {
-        let mut losetup = Command::new("losetup");
-        losetup.args(["-f", "--show"]);
-        if let Some((offset, size)) = slice {
-            losetup.args([
-                "-r".to_string(),
-                "-o".into(),
-                offset.to_string(),
-                "--sizelimit".into(),
-                size.to_string(),
-            ]);
-        }
-        let device = cmd::stdout(losetup.arg(image))?.trim().to_string();
-        let mut attached = Attached {
-            device,
-            mountpoint: mountpoint.to_path_buf(),
-            mounted: false,
-        };
-        fs::create_dir_all(mountpoint)?;
-        cmd::run(
-            Command::new("mount")
-                .args(["-o", options])
-                .arg(&attached.device)
-                .arg(mountpoint),
-        )?;
-        attached.mounted = true;
-        Ok(attached)
-    }
-}
-
-impl Drop for Attached {
-    fn drop(&mut self) {
-        if self.mounted {
-            if let Err(err) = cmd::run(Command::new("umount").arg(&self.mountpoint)) {
-                eprintln!("testbed: copy-debian-root: {err:#}");
-                return; // keep the loop device rather than detach it under a mount
-            }
-        }
-        if let Err(err) = cmd::run(Command::new("losetup").args(["-d", &self.device])) {
-            eprintln!("testbed: copy-debian-root: {err:#}");
-        }
-    }
 }

@@ -1,7 +1,13 @@
-//! pimigrate's trial boot: a root-only move to NVMe with a GPT table and
-//! `--trial always`; the agent reboots with `"0 tryboot"`, the firmware
-//! stand-in reads `tryboot.txt`, the trial boot comes up on the NVMe root
-//! and `verify --commit` makes it permanent; a normal boot is on NVMe again.
+//! pimigrate's trial boot, cut short twice: a root-only move to NVMe with
+//! a GPT table and `--trial always`, whose power goes while the trial's
+//! files are written to the SD card (tryboot.txt renamed into place, not
+//! yet flushed); the SD card boots as before and `migrate --resume`
+//! finishes them; the agent reboots with `"0 tryboot"`, the firmware
+//! stand-in reads `tryboot.txt`, the trial boot comes up on the NVMe root,
+//! and `verify --commit` loses its power right after its swap of
+//! cmdline.txt. The next, normal, boot must come up on NVMe, where `verify
+//! --commit` finishes the commit (the trial's files removed, the journal
+//! told) and `verify` passes. Judged cut by cut as [`crate::power`] says.
 //!
 //! The SD card's config.txt is laid out as Ubuntu 20.04's (issue #15):
 //! `cmdline=` is set again by the included syscfg.txt, so the trial boot
@@ -13,30 +19,36 @@
 //! tree whose every entry links to the running system's, plus the one
 //! device-tree file the firmware would have made.
 
-use super::pimigrate_bin::{ROOT_PARTUUID, TRIAL_SYSROOT};
-use super::setup::{fact, migrate, Rig, Setup};
+use super::pimigrate_bin::{self, JOURNAL_FACTS, ROOT_PARTUUID, TRIAL_SYSROOT};
+use super::setup::{fact, Rig, Setup};
 use super::{expect_fact, facts, PROBE};
+use crate::power::{CutAt, PowerCuts, Root};
 use crate::{fat, After, Bus, ImageSet};
 use anyhow::{ensure, Context, Result};
 
 pub fn run(images: &ImageSet) -> Result<()> {
-    let Rig {
-        mut pi,
-        sd,
-        sd_boot,
-    } = Setup::new("migrate-trial", &images.bookworm)
+    let Rig { pi, sd, sd_boot } = Setup::new("power-cut-trial", &images.bookworm)
         .blank("nvme", Bus::Nvme, 8 << 30, "nvme")
         .ubuntu_config()
         .build()?;
     let syscfg_before = fat::read(&sd, &sd_boot, "syscfg.txt")?.context("no syscfg.txt")?;
+    let mut cuts = PowerCuts::new(pi, "power-cut-trial")?;
 
-    // Boot 1: migrate with a trial; the agent reboots into it.
-    let f = migrate(
-        &mut pi,
-        "TB-NVME",
-        "--table gpt --trial always",
-        After::Tryboot,
+    // Boot 1: migrate with a trial, cut while its files are written (the
+    // trial's cmdline.pimigrate.txt is the first rename, tryboot.txt the
+    // second).
+    cuts.cut(
+        "tryboot.txt renamed into place",
+        &pimigrate_bin::find_disk("TB-NVME"),
+        "pimigrate migrate --target \"$target\" --yes --table gpt --trial always",
+        CutAt::Point("boot-after-rename@2"),
     )?;
+    cuts.require(Root::Sd)?;
+
+    // Boot 2: the SD card as before; the resume finishes the trial's
+    // files, and the agent reboots into the trial.
+    let boot = cuts.boot(&format!("{RESUME}\n{JOURNAL_FACTS}"), After::Tryboot)?;
+    let f = facts(&boot.job_ok()?.stdout);
     let root_partuuid = fact(&f, "plan_root_partuuid")?.to_lowercase();
     ensure!(
         root_partuuid.len() == 36,
@@ -59,35 +71,50 @@ pub fn run(images: &ImageSet) -> Result<()> {
         fat::read(&sd, &sd_boot, "syscfg.txt")?.as_deref() == Some(syscfg_before.as_str()),
         "the migration changed syscfg.txt"
     );
+    cuts.settled("the trial's files written")?;
 
-    // Boot 2: the trial, on the NVMe root; commit it.
-    let trial_job = format!(
-        "{PROBE}{ROOT_PARTUUID}{TRIAL_SYSROOT}pimigrate verify --commit --no-bench --sysroot \"$sysroot\"\n"
-    );
-    let trial = pi.run(&trial_job, After::Reboot)?;
-    ensure!(
-        trial.spec.config_file == "tryboot.txt",
-        "the trial boot read {}",
-        trial.spec.config_file
-    );
-    let f = facts(&trial.job_ok()?.stdout);
-    expect_fact(&f, "root", "/dev/nvme0n1p1")?;
-    expect_fact(&f, "root_partuuid", &root_partuuid)?;
-    expect_fact(&f, "boot_firmware", "/dev/mmcblk0p1")?;
-
-    // Boot 3: a normal boot, after the commit.
-    let normal = pi.run(
-        &format!("{PROBE}{ROOT_PARTUUID}pimigrate verify --no-bench\n"),
-        After::PowerOff,
+    // Boot 3: the trial, on the NVMe root; its commit loses its power
+    // right after the swap of cmdline.txt.
+    let trial = cuts.cut(
+        "verify --commit's swap",
+        &format!("{ROOT_PARTUUID}{TRIAL_SYSROOT}"),
+        "pimigrate verify --commit --no-bench --sysroot \"$sysroot\"",
+        CutAt::Point("commit-after-swap"),
     )?;
+    ensure!(
+        trial.boot.spec.config_file == "tryboot.txt",
+        "the trial boot read {}",
+        trial.boot.spec.config_file
+    );
+    ensure!(
+        trial.root == "/dev/nvme0n1p1",
+        "the trial boot came up on {}",
+        trial.root
+    );
+    cuts.require(Root::Target)?;
+
+    // Boot 4: a normal boot, on NVMe; verify --commit finishes the commit.
+    let job = format!(
+        r#"{PROBE}{ROOT_PARTUUID}
+set +e
+pimigrate verify --commit --no-bench
+echo "commit_status=$?"
+pimigrate verify --no-bench
+echo "verify_status=$?"
+"#
+    );
+    let normal = cuts.boot(&job, After::PowerOff)?;
     ensure!(
         normal.spec.config_file == "config.txt",
         "the boot after the commit read {}",
         normal.spec.config_file
     );
-    let f = facts(&normal.job_ok()?.stdout);
+    let out = normal.job_ok()?;
+    let f = facts(&out.stdout);
     expect_fact(&f, "root", "/dev/nvme0n1p1")?;
     expect_fact(&f, "root_partuuid", &root_partuuid)?;
+    expect_fact(&f, "commit_status", "0").with_context(|| out.stdout.clone())?;
+    expect_fact(&f, "verify_status", "0").with_context(|| out.stdout.clone())?;
     let cmdline = fat::read(&sd, &sd_boot, "cmdline.txt")?.context("no cmdline.txt")?;
     ensure!(
         cmdline
@@ -95,9 +122,15 @@ pub fn run(images: &ImageSet) -> Result<()> {
             .contains(&format!("root=partuuid={root_partuuid} ")),
         "the committed cmdline.txt does not name {root_partuuid}: {cmdline:?}"
     );
-    ensure!(
-        fat::read(&sd, &sd_boot, "tryboot.txt")?.is_none(),
-        "tryboot.txt is still on the SD card after the commit"
-    );
+    for gone in ["tryboot.txt", "cmdline.pimigrate.txt"] {
+        ensure!(
+            fat::read(&sd, &sd_boot, gone)?.is_none(),
+            "{gone} is still on the SD card after the commit"
+        );
+    }
+    cuts.settled("committed")?;
+    cuts.finish()?;
     Ok(())
 }
+
+const RESUME: &str = "pimigrate migrate --resume --yes";

@@ -15,9 +15,9 @@ mod copy_debian_root;
 mod disk_speed;
 mod fleet;
 mod migrate_full;
-mod migrate_root_only;
 mod migrate_trial;
 mod pimigrate_bin;
+mod power_cut;
 mod raspi;
 mod recommend;
 mod reference_migration;
@@ -65,6 +65,27 @@ pub fn all() -> Vec<Scenario> {
             arm: true,
         },
         Scenario {
+            name: "power-cut-copy",
+            about: "power cuts during a root-only move to a USB SSD: at the partition table, mkfs, a random moment and a named file of the copy, after the copy; each boot comes up on the SD root and migrate --resume carries on; fsck finds nothing, the copy is faithful (rsync -naHAXc); the SSD boots, verify, rollback, the SD boots with its cmdline.txt as before",
+            run: power_cut::copy,
+            alone: false,
+            arm: false,
+        },
+        Scenario {
+            name: "power-cut-swap",
+            about: "power cuts during the SD card's last step: a random moment in the copy, the journal's copy to the target, cmdline.txt's backup and swap (temporary file, rename), the swap flushed; the SD root boots until the swap is flushed, then the SSD, where migrate --resume completes the journal; fsck finds nothing, the copy is faithful",
+            run: power_cut::swap,
+            alone: false,
+            arm: false,
+        },
+        Scenario {
+            name: "power-cut-trial",
+            about: "migrate --trial always to NVMe (GPT), the power cut while tryboot.txt is renamed into place: the SD boots, --resume finishes; trial boot on NVMe, the power cut right after verify --commit's swap: the next normal boot is on NVMe, where verify --commit finishes",
+            run: migrate_trial::run,
+            alone: false,
+            arm: false,
+        },
+        Scenario {
             name: "ansible-rollback",
             about: "examples/ansible/pimigrate.yml with a clone of the new disk plugged in for the trial boot: verify --commit fails on the duplicate PARTUUID, the playbook rolls back and boots the SD card; its boot partition as before",
             run: ansible_rollback::run,
@@ -93,23 +114,9 @@ pub fn all() -> Vec<Scenario> {
             arm: false,
         },
         Scenario {
-            name: "migrate-root-only",
-            about: "pimigrate migrate --no-trial to a USB SSD, reboot, verify; rollback, reboot on the SD",
-            run: migrate_root_only::run,
-            alone: false,
-            arm: false,
-        },
-        Scenario {
             name: "wizard-pty",
             about: "pimigrate with no arguments in an 80x24 tmux terminal, answered by reading the screen: Ctrl-C at the typed confirmation leaves the SSD blank; then through to the migration, reboot, root on the SSD",
             run: wizard_pty::run,
-            alone: false,
-            arm: false,
-        },
-        Scenario {
-            name: "migrate-trial",
-            about: "pimigrate migrate --trial always to NVMe (GPT): trial boot on NVMe, verify --commit, normal boot on NVMe",
-            run: migrate_trial::run,
             alone: false,
             arm: false,
         },

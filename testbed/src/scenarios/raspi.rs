@@ -13,6 +13,7 @@ use super::setup::{fact, migrate, Rig, Setup};
 use super::{expect_fact, facts, PROBE, UNTIMED_SD};
 use crate::card_channel;
 use crate::image::{ArmImage, ImageSet};
+use crate::power::{CutAt, PowerCuts, Root};
 use crate::qemu::Board;
 use crate::{fat, After, Boot, Bus};
 use anyhow::{ensure, Context, Result};
@@ -136,11 +137,7 @@ fn check_devices(doc: &serde_json::Value) -> Result<()> {
 /// regenerate cmdline.txt and the Pi still boots the USB root; `rollback`
 /// puts the SD card's boot files back and the SD root boots again.
 pub fn pi3_root_only(_: &ImageSet) -> Result<()> {
-    let Rig {
-        mut pi,
-        sd,
-        sd_boot,
-    } = raspi("pi3-root-only", Board::Raspi3b)?;
+    let Rig { pi, sd, sd_boot } = raspi("pi3-root-only", Board::Raspi3b)?;
     let scratch = pi.work.join("fat-snapshot");
     let without_channel = |files: BTreeMap<String, Vec<u8>>| -> BTreeMap<String, Vec<u8>> {
         files
@@ -150,14 +147,46 @@ pub fn pi3_root_only(_: &ImageSet) -> Result<()> {
     };
     let pristine = without_channel(fat::snapshot(&sd, &sd_boot, &scratch)?);
 
-    // Boot 1, SD root: migrate, reboot.
-    let f = migrate(&mut pi, USB_SERIAL, "--no-trial", After::Reboot)?;
-    let root_partuuid = fact(&f, "plan_root_partuuid")?;
-    let usb_root = format!("{}1", fact(&f, "target")?);
+    // Boot 1, SD root: migrate; the power goes right after pimigrate has
+    // swapped cmdline.txt and flushed it, before its journal says so. On
+    // the Pi's own SD controller (sdhost) and FAT driver, the new
+    // cmdline.txt must be on the card.
+    let mut cuts = PowerCuts::new(pi, "pi3-root-only")?;
+    cuts.cut(
+        "the swap flushed",
+        &pimigrate_bin::find_disk(USB_SERIAL),
+        "pimigrate migrate --target \"$target\" --yes --no-trial",
+        CutAt::Point("source-boot-written"),
+    )?;
+    cuts.require(Root::Target)?;
+    let root_partuuid = cuts
+        .plan_root_partuuid()?
+        .context("no root PARTUUID in the SD card's journal")?;
+    let journal = cuts.journal()?.context("no journal on the SD card")?;
+    let target = journal["plan"]["target"]["path"]
+        .as_str()
+        .context("no target in the journal")?
+        .to_string();
+    let usb_root = format!("{target}1");
+    // Every other byte as it was, root= the new one's.
+    let original = pristine.get("cmdline.txt").context("no cmdline.txt")?;
+    let original_text = String::from_utf8_lossy(original);
+    let old_root = original_text
+        .split_whitespace()
+        .find(|w| w.starts_with("root="))
+        .context("the original cmdline.txt has no root=")?;
+    let migrated = original_text.replace(old_root, &format!("root=PARTUUID={root_partuuid}"));
     let cmdline = fat::read(&sd, &sd_boot, "cmdline.txt")?.context("no cmdline.txt")?;
     ensure!(
-        cmdline.contains(&format!("root=PARTUUID={root_partuuid} ")),
-        "the SD card's cmdline.txt does not name the new root {root_partuuid}: {cmdline:?}"
+        cmdline == migrated,
+        "the SD card's cmdline.txt after the cut is {cmdline:?}, not the migrated {migrated:?}"
+    );
+    cuts.settled_with(
+        "migrated",
+        &[
+            ("cmdline.txt", migrated.into_bytes()),
+            ("cmdline.txt.pimigrate-backup", original.clone()),
+        ],
     );
 
     // Boot 2, USB root: verify with nothing but the running system, then
@@ -169,6 +198,8 @@ pub fn pi3_root_only(_: &ImageSet) -> Result<()> {
         r#"{}{PROBE}{IDS_UNIQUE}
 echo "fstab_root=$(findmnt -s -no SOURCE /)"
 set +e
+pimigrate migrate --resume --yes
+echo "resume_status=$?"
 pimigrate verify --no-bench
 echo "verify_status=$?"
 set -e
@@ -180,10 +211,14 @@ echo "rootpart=$(grep '^ROOTPART=' /etc/default/raspi-firmware)"
 "#,
         pimigrate_bin::find_disk(USB_SERIAL)
     );
-    let second = pi.run(&check, After::Reboot)?;
+    let second = cuts.boot(&check, After::Reboot)?;
     model_logged(&second, PI3_MODEL)?;
     let out = second.job_ok()?;
     let f = facts(&out.stdout);
+    // The new root's journal did not know the swap was done: resume says
+    // it is, and records it.
+    expect_fact(&f, "resume_status", "0").with_context(|| out.stderr.clone())?;
+    let mut pi = cuts.finish()?;
     expect_fact(&f, "root", &usb_root).with_context(|| out.stdout.clone())?;
     expect_fact(&f, "boot_firmware", "/dev/mmcblk0p1")?;
     expect_fact(&f, "fstab_root", &format!("PARTUUID={root_partuuid}"))?;
