@@ -208,8 +208,13 @@ highest_glibc() {
 # armhf binaries run on this machine as if they were its own. The F flag
 # (qemu-user-static's) keeps that working inside chroots.
 ensure_qemu_user() {
-    [[ -x /usr/bin/qemu-aarch64-static && -x /usr/bin/qemu-arm-static ]] \
-        || install_packages qemu-user-static binfmt-support
+    # Each package whenever its part is missing: qemu-user-static installed
+    # without its Recommends has no binfmt-support, whose update-binfmts
+    # registers the emulators below.
+    local missing=()
+    [[ -x /usr/bin/qemu-aarch64-static && -x /usr/bin/qemu-arm-static ]] || missing+=(qemu-user-static)
+    command -v update-binfmts >/dev/null 2>&1 || [[ -x /usr/sbin/update-binfmts ]] || missing+=(binfmt-support)
+    [[ ${#missing[@]} == 0 ]] || install_packages "${missing[@]}"
     if ! mountpoint -q /proc/sys/fs/binfmt_misc; then
         mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc \
             || die "cannot mount binfmt_misc: qemu-user needs it to run ARM binaries"

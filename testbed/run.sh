@@ -166,6 +166,10 @@ ensure_qemu10() {
 # whose build cache holds it; built already when scripts/test.sh's early
 # builds ran).
 if [[ $(cargo run -q -p pi-testbed -- needs-arm "$@") == yes ]]; then
+    # The ARM image's root is made under qemu-user. A subshell: lib.sh's
+    # say, die and install_packages stay apart from this script's own.
+    (source scripts/lib.sh && ensure_qemu_user) ||
+        setup_failed "could not register qemu-user with binfmt_misc (see above)"
     say "building pimigrate for arm64 (the ARM lane's guests run it)"
     scripts/build-deb.sh --arch arm64 --binary-only >&2 ||
         setup_failed "scripts/build-deb.sh --arch arm64 --binary-only failed"

@@ -218,11 +218,12 @@ fn fstab_without_a_root_line_is_migrated_through_cmdline_txt_alone() {
     assert!(text.contains("fstab has no / line"), "{text}");
 }
 
-/// LibreELEC, Volumio and Alpine diskless are named, alone, with a way to
-/// move them that is not "add a root= line".
+/// LibreELEC, Volumio and Alpine diskless (with its files on the boot
+/// partition, and from its cmdline.txt alone) are named, alone, with a way
+/// to move them that is not "add a root= line".
 #[test]
 fn systems_without_a_root_partition_are_refused_by_name() {
-    let cases: [(&str, &[FileOverride], &str); 3] = [
+    let cases: [(&str, &[FileOverride], &str); 4] = [
         (
             "LibreELEC",
             &[
@@ -246,6 +247,11 @@ fn systems_without_a_root_partition_are_refused_by_name() {
                 ("boot/firmware/boot/modloop-rpi", Some(b"hsqs")),
             ],
             "pi.apkovl.tar.gz",
+        ),
+        (
+            "Alpine",
+            &[(CMDLINE, Some(b"modules=loop,squashfs,sd-mod,usb-storage quiet console=tty1\n"))],
+            "modules=loop,squashfs,sd-mod,usb-storage",
         ),
     ];
     for (system, files, evidence) in cases {

@@ -8,8 +8,10 @@
 //! Recognised from the distributions' own boot files: LibreELEC (and Lakka,
 //! built from it) `boot=UUID=… disk=UUID=…` with `SYSTEM` and `KERNEL` on the
 //! boot partition; Volumio `imgpart=… imgfile=/volumio_current.sqsh
-//! bootpart=… datapart=…`; Alpine's diskless mode `modules=loop,squashfs,…`
-//! with `*.apkovl.tar.gz`, `apks/` or `boot/modloop-*` on the boot partition.
+//! bootpart=… datapart=…`; Alpine's diskless mode by `modules=` naming both
+//! `loop` and `squashfs` (its initramfs loads the modloop with them), or by
+//! another Alpine argument or `modules=…squashfs…` together with
+//! `*.apkovl.tar.gz`, `apks/` or `boot/modloop-*` on the boot partition.
 
 use super::Cmdline;
 
@@ -18,8 +20,10 @@ use super::Cmdline;
 pub struct NotOnAPartition {
     /// `LibreELEC-style`, `Volumio`, `Alpine Linux (diskless)`.
     pub system: &'static str,
-    /// What gave it away: the arguments and files seen.
-    pub evidence: Vec<String>,
+    /// What gave it away in the command line: the arguments seen.
+    pub arguments: Vec<String>,
+    /// What gave it away on the boot partition: the files seen, if any.
+    pub files: Vec<String>,
     /// How such a system is moved to another disk, for a person.
     pub hint: &'static str,
 }
@@ -44,24 +48,24 @@ pub fn recognise(cmdline: &Cmdline, boot: &BootListing) -> Option<NotOnAPartitio
         return None;
     }
     if let (Some(boot_arg), Some(disk)) = (arg("boot"), arg("disk")) {
-        let mut evidence = vec![boot_arg, disk];
-        evidence.extend(boot.matching(|n| n == "SYSTEM" || n == "KERNEL"));
         return Some(NotOnAPartition {
             system: "a LibreELEC-style system (its SYSTEM squashfs on the boot partition, its data on the storage partition)",
-            evidence,
+            arguments: vec![boot_arg, disk],
+            files: boot.matching(|n| n == "SYSTEM" || n == "KERNEL"),
             hint: "LibreELEC boots from USB or NVMe when written there directly: make a backup in its settings, write the image to the new disk with the Raspberry Pi Imager, and restore the backup",
         });
     }
     if let Some(imgpart) = arg("imgpart") {
-        let mut evidence = vec![imgpart];
-        evidence.extend(
+        let mut arguments = vec![imgpart];
+        arguments.extend(
             ["imgfile", "bootpart", "datapart"]
                 .iter()
                 .filter_map(|k| arg(k)),
         );
         return Some(NotOnAPartition {
             system: "Volumio (a squashfs system image with an overlay data partition)",
-            evidence,
+            arguments,
+            files: Vec::new(),
             hint: "write the Volumio image to the new disk with the Raspberry Pi Imager and restore your settings there; Volumio's own partition layout is what its updater expects",
         });
     }
@@ -72,20 +76,24 @@ pub fn recognise(cmdline: &Cmdline, boot: &BootListing) -> Option<NotOnAPartitio
         .iter()
         .filter_map(|k| arg(k))
         .collect();
-    let alpine_modules = cmdline
+    let modules: Vec<&str> = cmdline
         .get("modules")
-        .is_some_and(|m| m.split(',').any(|m| m == "squashfs"));
-    // Files alone could be left-overs, and `modules=` alone is any initramfs:
-    // both together are Alpine's boot.
-    let alpine_boot = alpine_modules || alpine_args.iter().any(|a| !a.starts_with("modules="));
-    if !diskless_files.is_empty() && alpine_boot {
-        let mut evidence = alpine_args;
-        evidence.extend(diskless_files);
-        evidence.dedup();
+        .map(|m| m.split(',').collect())
+        .unwrap_or_default();
+    // `modules=loop,squashfs,…` without root= is how Alpine's own
+    // cmdline.txt starts a diskless boot (the initramfs mounts the modloop
+    // squashfs through a loop device): enough on its own. Files alone could
+    // be left-overs, and `modules=squashfs` alone could be another
+    // initramfs: with the files, either is Alpine's boot.
+    let diskless_modules = modules.contains(&"loop") && modules.contains(&"squashfs");
+    let alpine_boot =
+        modules.contains(&"squashfs") || alpine_args.iter().any(|a| !a.starts_with("modules="));
+    if diskless_modules || (!diskless_files.is_empty() && alpine_boot) {
         return Some(NotOnAPartition {
             system: "Alpine Linux in diskless mode (it runs from RAM; its changes are saved to an apkovl on the boot partition)",
-            evidence,
-            hint: "copy the boot partition's files (with the apkovl) to a FAT partition of the new disk, or install Alpine there in sys mode with setup-disk",
+            arguments: alpine_args,
+            files: diskless_files,
+            hint: "copy the boot partition's files (with the apkovl, if `lbu commit` saved one) to a FAT partition of the new disk, or install Alpine there in sys mode with setup-disk",
         });
     }
     None
@@ -115,14 +123,13 @@ mod tests {
         .unwrap();
         assert!(found.system.contains("LibreELEC"));
         assert_eq!(
-            found.evidence,
+            found.arguments,
             [
                 "boot=UUID=2306-0801",
                 "disk=UUID=f1ab2bd5-8ad8-4d6b-a5b3-0fe6b4d0e8a6",
-                "SYSTEM",
-                "KERNEL"
             ]
         );
+        assert_eq!(found.files, ["SYSTEM", "KERNEL"]);
         assert!(!found.hint.contains("root="));
     }
 
@@ -134,7 +141,7 @@ mod tests {
         )
         .unwrap();
         assert!(found.system.starts_with("Volumio"));
-        assert_eq!(found.evidence[1], "imgfile=/volumio_current.sqsh");
+        assert_eq!(found.arguments[1], "imgfile=/volumio_current.sqsh");
     }
 
     /// Alpine's Raspberry Pi tarball in diskless mode, after `lbu commit`.
@@ -152,11 +159,39 @@ mod tests {
         )
         .unwrap();
         assert!(found.system.starts_with("Alpine"));
-        assert!(found.evidence.contains(&"pi.apkovl.tar.gz".to_string()));
+        assert_eq!(
+            found.arguments,
+            ["modules=loop,squashfs,sd-mod,usb-storage"]
+        );
+        assert_eq!(
+            found.files,
+            ["apks", "boot/modloop-rpi", "pi.apkovl.tar.gz"]
+        );
+    }
+
+    /// Alpine's cmdline.txt alone (the boot partition not listed, or before
+    /// an apkovl was saved): `modules=` naming loop and squashfs is its
+    /// diskless boot, and the refusal must not advise adding a root=.
+    #[test]
+    fn alpine_diskless_is_named_by_its_cmdline_alone() {
+        let found = check(
+            "modules=loop,squashfs,sd-mod,usb-storage quiet console=tty1\n",
+            &[],
+        )
+        .unwrap();
+        assert!(found.system.starts_with("Alpine"));
+        assert_eq!(
+            found.arguments,
+            ["modules=loop,squashfs,sd-mod,usb-storage"]
+        );
+        assert!(found.files.is_empty());
+        assert!(!found.hint.contains("root="), "{}", found.hint);
     }
 
     /// A system with root= (Alpine in sys mode, everything pimigrate moves)
-    /// is not one of these, and neither is a cmdline.txt that lost its root=.
+    /// is not one of these, and neither is a cmdline.txt that lost its root=,
+    /// nor one whose `modules=` names only one of loop and squashfs with no
+    /// Alpine file beside it.
     #[test]
     fn systems_with_a_root_or_without_evidence_are_not_recognised() {
         assert!(check(
@@ -165,6 +200,7 @@ mod tests {
         )
         .is_none());
         assert!(check("console=tty1 quiet rootwait\n", &["config.txt"]).is_none());
-        assert!(check("modules=loop,squashfs quiet\n", &["config.txt"]).is_none());
+        assert!(check("modules=squashfs quiet\n", &["config.txt"]).is_none());
+        assert!(check("modules=loop,ext4 quiet\n", &["config.txt"]).is_none());
     }
 }

@@ -134,14 +134,19 @@ fn not_on_a_partition(system: &System) -> Option<Reason> {
     let boot_dir = system.host.path(system.source.boot_dir.as_deref()?);
     let names = boot_listing(&boot_dir);
     let found = recognise(&cmdline, &BootListing { names: &names })?;
+    let files = if found.files.is_empty() {
+        String::new()
+    } else {
+        format!(" and {} on the boot partition", found.files.join(", "))
+    };
     Some(
         Reason::new(
             "not-on-a-partition",
             format!(
-                "this is {}, recognised by {} in {}: its root is not a filesystem on a partition, \
+                "this is {}, recognised by {} in {}{files}: its root is not a filesystem on a partition, \
                  so there is no root= to point at a copy, and pimigrate moves only such systems",
                 found.system,
-                found.evidence.join(", "),
+                found.arguments.join(" "),
                 file.path.display()
             ),
         )

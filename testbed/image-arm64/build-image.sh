@@ -35,7 +35,7 @@ for tool in debootstrap sfdisk mkfs.vfat mkfs.ext4 mcopy dd truncate; do
     command -v "$tool" >/dev/null || die "$tool not found: run testbed/run.sh --packages"
 done
 grep -qx enabled /proc/sys/fs/binfmt_misc/qemu-aarch64 2>/dev/null ||
-    die "arm64 binaries do not run here: qemu-user is not registered with binfmt_misc (scripts/test.sh's setup does it: ensure_qemu_user in scripts/lib.sh)"
+    die "arm64 binaries do not run here: qemu-user is not registered with binfmt_misc (testbed/run.sh registers it for an ARM scenario: ensure_qemu_user in scripts/lib.sh)"
 
 mkdir -p "$cache/images-arm64" "$cache/debs-arm64"
 exec 9>"$cache/build-arm64.lock"

@@ -1,10 +1,16 @@
 //! The emulated Raspberry Pi testbed.
 //!
-//! A Pi 4 played by QEMU (TCG): disks on the buses a Pi has (SD card via
-//! SDHCI, USB SSD via UAS, USB flash via usb-storage, NVMe), each with a
-//! speed profile; a firmware stand-in that reads `config.txt`/`tryboot.txt`
-//! from the boot disk's FAT partition; a command channel into the guest over
-//! a 9p share; and scenarios built from these.
+//! Raspberry Pis played by QEMU (TCG), of two kinds. The x86 guest
+//! ([`Pi::new`]) is a Pi 4 in all but its CPU: disks on the buses a Pi has
+//! (SD card via SDHCI, USB SSD via UAS, USB flash via usb-storage, NVMe),
+//! each with a speed profile, and a command channel over a 9p share. The
+//! ARM lane ([`Pi::raspi3b`], [`Pi::raspi4b`]) boots QEMU's `raspi3b` and
+//! QEMU 10's `raspi4b` machine models with the Pi's own device tree, USB
+//! disks behind dwc2 and the command channel on the SD card's FAT
+//! partition ([`card_channel`]). Both have a firmware stand-in that reads
+//! `config.txt`/`tryboot.txt` from the boot disk's FAT partition as the
+//! model's firmware would; the scenarios are built from these
+//! (docs/testbed.md).
 //!
 //! ```no_run
 //! use pi_testbed::{After, Bus, ImageSet, Pi};
