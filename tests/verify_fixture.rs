@@ -369,9 +369,9 @@ fn uas_resets_in_the_kernel_log_offer_the_quirk() {
     assert_eq!(pi.read("/boot/firmware/cmdline.pimigrate.txt"), trial);
 }
 
-#[test]
-fn commit_makes_the_trial_permanent_and_rollback_still_restores() {
-    let pi = Machine::new();
+/// `verify --commit` passes and commits: cmdline.txt is the trial's, its
+/// backup the original, the trial's files are gone.
+fn commits(pi: &Machine) {
     let (code, report) = pi.verify(&["--commit"]);
     assert_eq!(code, 0, "{report:#}");
     assert!(
@@ -385,6 +385,12 @@ fn commit_makes_the_trial_permanent_and_rollback_still_restores() {
     );
     assert!(!pi.path("/boot/firmware/tryboot.txt").exists());
     assert!(!pi.path("/boot/firmware/cmdline.pimigrate.txt").exists());
+}
+
+#[test]
+fn commit_makes_the_trial_permanent_and_rollback_still_restores() {
+    let pi = Machine::new();
+    commits(&pi);
     let journal = pi.journal();
     assert!(journal.committed.is_some());
     assert_eq!(
@@ -435,19 +441,7 @@ fn a_commit_cut_short_after_its_swap_is_finished_by_the_next_normal_boot() {
     );
     pi.write("/boot/firmware/cmdline.txt", TRIAL_CMDLINE);
     pi.set_tryboot_flag(false);
-    let (code, report) = pi.verify(&["--commit"]);
-    assert_eq!(code, 0, "{report:#}");
-    assert!(
-        report["trial_boot"]["committed_at"].is_string(),
-        "{report:#}"
-    );
-    assert_eq!(pi.read("/boot/firmware/cmdline.txt"), TRIAL_CMDLINE);
-    assert_eq!(
-        pi.read("/boot/firmware/cmdline.txt.pimigrate-backup"),
-        ORIGINAL_CMDLINE
-    );
-    assert!(!pi.path("/boot/firmware/tryboot.txt").exists());
-    assert!(!pi.path("/boot/firmware/cmdline.pimigrate.txt").exists());
+    commits(&pi);
     assert!(pi.journal().committed.is_some());
 }
 

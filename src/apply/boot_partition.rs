@@ -6,7 +6,8 @@
 //! `StateLockGuard`): it exists only while the state directory's lock is
 //! held. Every file is named relative to the boot directory (`/cmdline.txt`)
 //! and resolved inside it component by component; every change is atomic
-//! (back up, write a temporary file, rename over, flush the directory), and
+//! (back up, write a temporary file, rename over, flush the renamed file
+//! and the directory: [`atomic`] says why), and
 //! backups are named by [`crate::plan::edits::backup_name`], the one rule.
 
 use super::atomic;

@@ -35,6 +35,15 @@ fn harmless_fat_line(line: &str) -> bool {
         || (line.contains(" files, ") && line.contains(" clusters"))
 }
 
+/// A checker's stdout and stderr, as one text.
+fn text_of(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// `fsck.fat -n` of partition `part` of `image`: clean when it reports
 /// nothing but the dirty bit.
 pub fn fat(image: &Path, part: &Partition) -> Result<Finding> {
@@ -43,11 +52,7 @@ pub fn fat(image: &Path, part: &Partition) -> Result<Finding> {
         .args(["-n", &device.device])
         .output()
         .context("cannot run fsck.fat: install dosfstools (testbed/run.sh does)")?;
-    let output = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let output = text_of(&out);
     let clean = output.lines().all(harmless_fat_line);
     Ok(Finding { clean, output })
 }
@@ -75,11 +80,7 @@ pub fn ext4(image: &Path, part: &Partition) -> Result<Finding> {
         .args(["-fn", &device.device])
         .output()
         .context("cannot run e2fsck: install e2fsprogs (testbed/run.sh does)")?;
-    let output = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let output = text_of(&out);
     Ok(Finding {
         clean: out.status.success(),
         output,

@@ -10,7 +10,7 @@
 //! Testbed-only accommodation: the x86 guest has no device tree, so the
 //! job builds `/run/tb-sysroot` at every boot with the trial flag the
 //! firmware stand-in passes (`job/tryboot`), and the playbook gets
-//! `pimigrate_verify_args: [--sysroot, /run/tb-sysroot]`, as migrate-trial
+//! `pimigrate_verify_args: [--sysroot, /run/tb-sysroot]`, as power-cut-trial
 //! does. The emulated Pi's firmware cannot be identified either, so
 //! `pimigrate_trial: always`. All the playbook's variables reach it through
 //! the inventory (as host variables), not `-e`: the role's defaults must

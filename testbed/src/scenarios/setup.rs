@@ -215,7 +215,7 @@ mod tests {
     /// What the firmware stand-in reads from the Ubuntu-style files: the
     /// same kernel as before, cmdline.txt through syscfg.txt; and a
     /// tryboot.txt with cmdline= replaced in config.txt alone still boots
-    /// cmdline.txt, which is what the migrate-trial scenario guards.
+    /// cmdline.txt, which is what the power-cut-trial scenario guards.
     #[test]
     fn ubuntu_style_config_boots_the_same_and_needs_cmdline_after_the_includes() {
         let original = "arm_64bit=1\n[pi4]\narm_boost=1\n[all]\nkernel=vmlinuz\ninitramfs initrd.img followkernel\n";
