@@ -73,7 +73,7 @@ pub fn all() -> Vec<Scenario> {
         },
         Scenario {
             name: "power-cut-swap",
-            about: "power cuts during the SD card's last step: a random moment in the copy, the journal's copy to the target, cmdline.txt's backup and swap (temporary file, rename), the swap flushed; the SD root boots until the swap is flushed, then the SSD, where migrate --resume completes the journal; fsck finds nothing, the copy is faithful",
+            about: "power cuts during the SD card's last step: a random moment in the copy, cmdline.txt's backup renamed, its swap (temporary file, rename), the swap flushed; the SD root boots until the swap is flushed, then the SSD, where migrate --resume completes the journal; fsck finds nothing, the copy is faithful",
             run: power_cut::swap,
             alone: false,
             arm: false,

@@ -10,11 +10,10 @@
 //!   passes, `rollback` from there puts the SD card's cmdline.txt back
 //!   byte for byte and the SD root boots.
 //! - `power-cut-swap`: the SD card's last step: a random moment in the
-//!   copy, the journal travelling to the target, the backup of
-//!   cmdline.txt (its temporary file, its rename), the swap of cmdline.txt
-//!   (its temporary file, its rename) and the swap flushed but not yet
-//!   journaled: that cut must boot the SSD, where `migrate --resume`
-//!   completes the journal.
+//!   copy, the backup of cmdline.txt renamed into place, the swap of
+//!   cmdline.txt (its temporary file, its rename) and the swap flushed but
+//!   not yet journaled: that cut must boot the SSD, where `migrate
+//!   --resume` completes the journal.
 //!
 //! Both end with the copy made across the cuts compared with the SD
 //! card's root by `rsync -naHAXc` from the host.
@@ -190,9 +189,9 @@ pub fn swap(images: &ImageSet) -> Result<()> {
         within: INTO_THE_COPY,
     };
     cuts.cut("a random moment in the copy", &find, MIGRATE, random)?;
+    // (The target's edits and the journal's copy there come before the
+    // backup, in the same resume: the cuts after them find them journaled.)
     let points = [
-        ("the journal copied to the target", "after-journal-copy"),
-        ("cmdline.txt's backup written", "boot-backup-after-temp"),
         ("cmdline.txt's backup renamed", "boot-backup-after-rename"),
         ("the new cmdline.txt written", "boot-after-temp"),
         ("the new cmdline.txt renamed over", "boot-after-rename"),
