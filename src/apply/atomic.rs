@@ -23,18 +23,24 @@ use std::path::{Path, PathBuf};
 pub struct Points {
     pub after_temp: &'static str,
     pub after_rename: &'static str,
+    /// Each flush is followed by one of the whole filesystem (syncfs): on
+    /// FAT the free-cluster count (the FSInfo sector) is written only so,
+    /// and a power cut otherwise leaves it wrong for fsck to correct.
+    pub whole_filesystem: bool,
 }
 
 /// A file on the target or in the state directory (fstab, the journal).
 pub const FILE: Points = Points {
     after_temp: "atomic-after-temp",
     after_rename: "atomic-after-rename",
+    whole_filesystem: false,
 };
 
 /// A backup made before a file on the target is first replaced.
 pub const BACKUP: Points = Points {
     after_temp: "backup-after-temp",
     after_rename: "backup-after-rename",
+    whole_filesystem: false,
 };
 
 /// The temporary name a new version is written under before the rename.
@@ -52,7 +58,17 @@ fn sync_path(path: &Path, what: &str) -> Result<()> {
         .with_context(|| format!("flushing {what} {}", path.display()))
 }
 
-fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
+/// Writes what the filesystem of `path` holds in memory to its disk.
+pub fn sync_filesystem(path: &Path) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    #[cfg(test)]
+    tests::FLUSHED.with(|f| f.borrow_mut().push(Path::new("syncfs").join(path)));
+    let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    nix::unistd::syncfs(file.as_raw_fd())
+        .with_context(|| format!("flushing the filesystem of {}", path.display()))
+}
+
+fn write_synced(path: &Path, bytes: &[u8], points: Points) -> Result<()> {
     let mut file = OpenOptions::new()
         .write(true)
         .create(true)
@@ -64,17 +80,24 @@ fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
         .with_context(|| format!("writing {}", path.display()))?;
     #[cfg(test)]
     tests::FLUSHED.with(|f| f.borrow_mut().push(path.to_path_buf()));
+    if points.whole_filesystem {
+        sync_filesystem(path)?;
+    }
     Ok(())
 }
 
 /// Renames the flushed `temp` to `dest` and makes the rename durable: the
 /// renamed file (its directory entry, on FAT) and then the directory.
-fn rename_durably(temp: &Path, dest: &Path, after_rename: &str) -> Result<()> {
+fn rename_durably(temp: &Path, dest: &Path, points: Points) -> Result<()> {
     std::fs::rename(temp, dest)
         .with_context(|| format!("renaming {} to {}", temp.display(), dest.display()))?;
-    crate::failpoint::hit(after_rename);
+    crate::failpoint::hit(points.after_rename);
     sync_path(dest, "the file")?;
-    sync_path(dest.parent().unwrap_or(Path::new(".")), "the directory")
+    sync_path(dest.parent().unwrap_or(Path::new(".")), "the directory")?;
+    if points.whole_filesystem {
+        sync_filesystem(dest)?;
+    }
+    Ok(())
 }
 
 /// Copies `path` to `backup` (flushed) unless that backup exists already: the
@@ -87,21 +110,21 @@ pub fn backup(path: &Path, backup: &Path, points: Points) -> Result<()> {
     let bytes =
         std::fs::read(path).with_context(|| format!("reading {} to back it up", path.display()))?;
     let temp = temp_name(backup);
-    write_synced(&temp, &bytes)?;
+    write_synced(&temp, &bytes, points)?;
     crate::failpoint::hit(points.after_temp);
-    rename_durably(&temp, backup, points.after_rename)
+    rename_durably(&temp, backup, points)
 }
 
 /// Atomically replaces `path` with `bytes`, keeping its permissions.
 pub fn replace(path: &Path, bytes: &[u8], points: Points) -> Result<()> {
     let temp = temp_name(path);
-    write_synced(&temp, bytes)?;
+    write_synced(&temp, bytes, points)?;
     if let Ok(meta) = std::fs::metadata(path) {
         // FAT has no permissions to keep; ignore what it cannot do.
         let _ = std::fs::set_permissions(&temp, meta.permissions());
     }
     crate::failpoint::hit(points.after_temp);
-    rename_durably(&temp, path, points.after_rename)
+    rename_durably(&temp, path, points)
 }
 
 #[cfg(test)]
@@ -138,6 +161,33 @@ mod tests {
         assert_eq!(
             flushed(),
             [temp_name(&file), file.clone(), dir.path().to_path_buf()]
+        );
+    }
+
+    /// The power-cut scenarios' second finding: on the boot partition each
+    /// flush is followed by one of the whole filesystem, or FAT's
+    /// free-cluster count stays wrong after a cut.
+    #[test]
+    fn the_boot_partitions_writes_flush_the_whole_filesystem() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("tryboot.txt");
+        let whole = Points {
+            whole_filesystem: true,
+            ..FILE
+        };
+        flushed();
+        replace(&file, b"[all]\n", whole).unwrap();
+        let syncfs = |p: &Path| Path::new("syncfs").join(p);
+        let temp = temp_name(&file);
+        assert_eq!(
+            flushed(),
+            [
+                temp.clone(),
+                syncfs(&temp),
+                file.clone(),
+                dir.path().to_path_buf(),
+                syncfs(&file)
+            ]
         );
     }
 

@@ -21,10 +21,12 @@ use std::path::{Component, Path, PathBuf};
 pub const BOOT_FILE: atomic::Points = atomic::Points {
     after_temp: "boot-after-temp",
     after_rename: "boot-after-rename",
+    whole_filesystem: true,
 };
 pub const BOOT_BACKUP: atomic::Points = atomic::Points {
     after_temp: "boot-backup-after-temp",
     after_rename: "boot-backup-after-rename",
+    whole_filesystem: true,
 };
 
 /// One pimigrate at a time: an exclusive lock in the state directory, held
@@ -155,11 +157,13 @@ impl<'lock> BootWriter<'lock> {
         }
     }
 
-    /// Flushes the directory's entries (after removals); FAT may refuse,
-    /// which costs nothing but the durability of a removal that is harmless
-    /// to repeat.
+    /// Flushes the boot partition (after removals): its directory entries,
+    /// and on FAT the free-cluster count, which only a flush of the whole
+    /// filesystem writes. A failure costs nothing but the durability of a
+    /// removal that is harmless to repeat.
     pub fn sync(&self) {
         let _ = std::fs::File::open(&self.dir).and_then(|d| d.sync_all());
+        let _ = atomic::sync_filesystem(&self.dir);
     }
 }
 

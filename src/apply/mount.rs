@@ -24,11 +24,7 @@ impl Mounted {
     /// Writes everything cached for this filesystem to its disk (syncfs):
     /// what a step wrote is on the disk before the journal records it.
     pub fn sync(&self) -> Result<()> {
-        use std::os::fd::AsRawFd;
-        let dir = std::fs::File::open(&self.point)
-            .with_context(|| format!("opening {}", self.point.display()))?;
-        nix::unistd::syncfs(dir.as_raw_fd())
-            .with_context(|| format!("flushing the filesystem at {}", self.point.display()))
+        super::atomic::sync_filesystem(&self.point)
     }
 
     /// Unmounts now, reporting failure (Drop can only log it).
