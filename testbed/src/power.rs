@@ -509,12 +509,12 @@ fn said(console: &str, word: &str) -> Option<String> {
     let marker = format!("{SAY} {word}");
     console
         .lines()
+        .rev()
         .filter_map(|l| {
             l.find(&marker)
                 .map(|i| l[i + SAY.len()..].trim().to_string())
         })
-        .filter(|l| l.starts_with(word))
-        .last()
+        .find(|l| l.starts_with(word))
 }
 
 /// `booted root=/dev/sda1 partuuid=...` → (root, partuuid).
