@@ -30,6 +30,7 @@ pub mod card_channel;
 pub mod cmd;
 pub mod disks;
 pub mod fat;
+pub mod fault;
 pub mod firmware;
 pub mod fsck;
 pub mod image;

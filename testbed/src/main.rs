@@ -8,6 +8,7 @@
 //!   pi-testbed needs-arm ARGS... whether `run ARGS...` runs an ARM lane scenario (yes/no)
 
 use anyhow::{bail, Result};
+use pi_testbed::fault::EmulationFault;
 use pi_testbed::image::ArmImage;
 use pi_testbed::load::{self, HostLoad};
 use pi_testbed::scenarios::{self, Scenario};
@@ -184,9 +185,8 @@ fn jobs() -> usize {
 }
 
 /// Runs one scenario, prints its verdict and time, and clears its work
-/// folder; true when it passed. A scenario whose emulator stalled or
-/// crashed, or whose guest kernel hung before it ran /init, or a
-/// speed scenario (run alone) that failed while other work took much of
+/// folder; true when it passed. A scenario that met a fault of the
+/// emulation ([`EmulationFault`]), or a speed scenario (run alone) that failed while other work took much of
 /// the host, is run once more; a speed scenario that fails loaded again
 /// is reported as a host too busy to measure: its ratios were decided by
 /// the neighbours, not by the code under test.
@@ -268,15 +268,11 @@ fn keep_first_attempts_logs(name: &str) {
 /// other work took more of the host than the figures can bear.
 fn worth_another_run(s: &Scenario, (result, others): &(Result<()>, Option<f64>)) -> Option<String> {
     let e = result.as_ref().err()?;
-    for fault in [
-        pi_testbed::qemu::EMULATOR_STALLED,
-        pi_testbed::qemu::EMULATOR_CRASHED,
-        pi_testbed::qemu::GUEST_HUNG_EARLY,
-        scenarios::EMULATED_DISK_SLOW,
-    ] {
-        if format!("{e:#}").contains(fault) {
-            return Some(format!("because {fault}: {e:#}"));
-        }
+    // Every fault of the emulation, a boot's included: one that
+    // [`Pi::boot_until`] booted past twice and still met says no more
+    // about pimigrate than the others.
+    if let Some(fault) = EmulationFault::find(e) {
+        return Some(format!("because {fault}: {e:#}"));
     }
     match others {
         Some(others) if s.alone && *others > load::TOO_LOADED => Some(format!(

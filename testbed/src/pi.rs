@@ -3,6 +3,7 @@
 //! `target/testbed-logs/<name>/`.
 
 use crate::disks::{Bus, Disk};
+use crate::fault::{EmulationFault, FaultKind, Retry};
 use crate::firmware::{self, BootSpec};
 use crate::qemu::{self, BootRecord, Ending, MachineConfig, Running};
 use crate::share::{After, JobOutput, Share};
@@ -13,6 +14,9 @@ use std::time::Duration;
 
 /// Reboots before the job starts that are taken as part of booting.
 const MAX_EARLY_REBOOTS: u32 = 3;
+
+/// Boots ended by an emulation fault that are booted once more, each.
+const MAX_FAULT_REBOOTS: u32 = 2;
 
 /// `target/` of the workspace (or `$CARGO_TARGET_DIR`).
 pub fn target_dir() -> PathBuf {
@@ -251,41 +255,66 @@ impl Pi {
 
     /// Boots until the job has run: a guest that reboots before its agent
     /// starts the job (systemd-fsck repairing root after a power cut does
-    /// that) is simply booted again, as a real Pi would be.
+    /// that) is simply booted again, as a real Pi would be, and so is a
+    /// boot that an [`EmulationFault`] ended before anything of the guest
+    /// ran ([`Retry::Boot`]), a trial boot as a trial boot again.
     pub(crate) fn boot_until(
         &mut self,
         mut until: impl FnMut(&Share, &str) -> bool,
     ) -> Result<Boot> {
-        let mut usb_retried = false;
-        for _ in 0..MAX_EARLY_REBOOTS {
-            let boot = self.boot_once(&mut until)?;
-            if let Some(seen) = self.usb_disks_missing(&boot).filter(|_| !usb_retried) {
-                usb_retried = true;
-                eprintln!(
-                    "testbed: {} boot {}: the emulated USB hub did not enumerate ({seen}); \
-                     booting once more, as one would replug the disk (see {})",
-                    self.name,
-                    boot.number,
-                    boot.record.serial_log.display()
-                );
-                // The retry is the same boot again, a trial one included.
-                self.tryboot_next = boot.spec.tryboot;
-                continue;
-            }
+        let (mut early_reboots, mut faults) = (0, 0);
+        loop {
+            let tryboot = self.tryboot_next;
+            let boot = match self
+                .boot_once(&mut until)
+                .and_then(|b| self.usb_disks_came_up(b))
+            {
+                Ok(boot) => boot,
+                Err(e) => match EmulationFault::find(&e) {
+                    Some(fault) if fault.retry() == Retry::Boot && faults < MAX_FAULT_REBOOTS => {
+                        faults += 1;
+                        eprintln!(
+                            "testbed: {}: {fault}; booting once more, as one would power-cycle \
+                             the Pi or replug the disk",
+                            self.name
+                        );
+                        self.tryboot_next = tryboot;
+                        continue;
+                    }
+                    _ => return Err(e),
+                },
+            };
             let rebooted = matches!(boot.record.ending, Ending::Reboot | Ending::TrybootReboot);
             if !rebooted || self.share.started() {
                 return Ok(boot);
+            }
+            early_reboots += 1;
+            if early_reboots == MAX_EARLY_REBOOTS {
+                bail!(
+                    "{}: the guest rebooted {MAX_EARLY_REBOOTS} times without starting its job; see {}",
+                    self.name,
+                    self.logs.display()
+                );
             }
             eprintln!(
                 "testbed: {} boot {}: rebooted before the job started; booting again",
                 self.name, boot.number
             );
         }
-        bail!(
-            "{}: the guest rebooted {MAX_EARLY_REBOOTS} times without starting its job; see {}",
-            self.name,
-            self.logs.display()
-        )
+    }
+
+    /// `boot`, or the fault of a raspi machine whose USB disks did not all
+    /// come up ([`Pi::usb_disks_missing`]).
+    fn usb_disks_came_up(&self, boot: Boot) -> Result<Boot> {
+        match self.usb_disks_missing(&boot) {
+            Some(seen) => Err(EmulationFault::new(
+                FaultKind::UsbHubMissing { seen },
+                &boot.record.serial_log,
+                true,
+            )
+            .into()),
+            None => Ok(boot),
+        }
     }
 
     /// On a raspi machine, what was seen when fewer USB disks came up than

@@ -6,6 +6,7 @@
 //! the kernel's last words on the serial console.
 
 use crate::disks::{self, Disk};
+use crate::fault::{self, EmulationFault, FaultKind, Hang};
 use crate::firmware::BootSpec;
 use crate::qmp::Qmp;
 use anyhow::{bail, Context, Result};
@@ -358,8 +359,9 @@ impl Running {
     /// `until` may end the boot early: when it returns true QEMU is killed,
     /// which is how a power cut at a chosen moment is simulated. A QEMU
     /// that stops running at all (no CPU time for [`STALL_LIMIT`], where
-    /// even an idle guest's timers use some) is killed with an error
-    /// rather than waited for until the limit.
+    /// even an idle guest's timers use some), dies of a signal of its own,
+    /// or whose kernel hung before /init, ends with an [`EmulationFault`]
+    /// rather than being waited for until the limit.
     pub fn wait(
         mut self,
         limit: Duration,
@@ -371,6 +373,7 @@ impl Running {
         // When the console first showed the kernel's last words, on a
         // machine that may not end by itself.
         let mut last_words: Option<Instant> = None;
+        let mut silence = Silence::new(Instant::now());
         loop {
             // Read QEMU's CPU time before asking whether it exited: once it
             // is reaped, /proc no longer has it.
@@ -386,11 +389,7 @@ impl Running {
                 let console = self.console();
                 let ending = classify(&console);
                 if let Some(signal) = crashed(status) {
-                    bail!(
-                        "{EMULATOR_CRASHED}: QEMU died of signal {signal} ({status}), a fault of the \
-                         emulator itself, not of the guest (serial log: {})",
-                        self.serial_log.display()
-                    );
+                    return Err(self.fault(FaultKind::Crashed(signal), &console));
                 }
                 if ending == Ending::Unknown && !status.success() {
                     let err = fs::read_to_string(&self.stderr_log).unwrap_or_default();
@@ -417,14 +416,9 @@ impl Running {
                     return Ok(self.record(ending, progress.cpu()));
                 }
             }
-            if hung_before_init(&console) {
+            if let Some(hang) = silence.hang(&console, Instant::now()) {
                 self.kill()?;
-                bail!(
-                    "{GUEST_HUNG_EARLY}: the guest kernel reported a task blocked for minutes \
-                     before it ran /init, an emulation fault (a vCPU whose timer never fires \
-                     again) that pimigrate never reached; killed it (serial log: {})",
-                    self.serial_log.display()
-                );
+                return Err(self.fault(FaultKind::HungBeforeInit(hang), &console));
             }
             if let Some(idle) = idle.filter(|d| *d > WAKE_AFTER && woken.is_none()) {
                 woken = Some(progress.since);
@@ -434,15 +428,18 @@ impl Running {
                 let threads = self.serial_log.with_extension("stalled-threads.txt");
                 let _ = fs::write(&threads, thread_states(self.child.id()));
                 self.kill()?;
-                bail!(
-                    "{EMULATOR_STALLED}: QEMU used no CPU time for {stalled:.0?}, so the guest was \
-                     not running at all; killed it (serial log: {}; where its threads waited: {})",
-                    self.serial_log.display(),
-                    threads.display()
-                );
+                return Err(self
+                    .fault(FaultKind::Stalled(stalled), &console)
+                    .context(format!("where its threads waited: {}", threads.display())));
             }
             std::thread::sleep(Duration::from_millis(500));
         }
+    }
+
+    /// The fault `kind`, seen on this boot's console, as the error that
+    /// carries it.
+    fn fault(&self, kind: FaultKind, console: &str) -> anyhow::Error {
+        EmulationFault::new(kind, &self.serial_log, fault::reached_init(console)).into()
     }
 
     /// Stops and continues the machine through the harness's monitor. A
@@ -524,6 +521,40 @@ fn thread_states(pid: u32) -> String {
     out
 }
 
+/// Watches a boot's console for a kernel that hung before /init.
+struct Silence {
+    length: usize,
+    since: Instant,
+}
+
+impl Silence {
+    fn new(now: Instant) -> Silence {
+        Silence {
+            length: 0,
+            since: now,
+        }
+    }
+
+    /// How the guest kernel hung before /init, if it did: a blocked task
+    /// it reported, or a console that stopped growing for
+    /// [`fault::SILENT_BEFORE_INIT`]. After /init nothing counts: a copy
+    /// may print nothing for long.
+    fn hang(&mut self, console: &str, now: Instant) -> Option<Hang> {
+        if fault::reached_init(console) {
+            return None;
+        }
+        if fault::blocked_before_init(console) {
+            return Some(Hang::BlockedTask);
+        }
+        if console.len() != self.length {
+            self.length = console.len();
+            self.since = now;
+        }
+        let quiet = now - self.since;
+        (quiet > fault::SILENT_BEFORE_INIT).then_some(Hang::Silent(quiet))
+    }
+}
+
 /// How long QEMU may use no CPU time at all before it counts as hung.
 pub const STALL_LIMIT: Duration = Duration::from_secs(120);
 
@@ -543,35 +574,6 @@ fn harness_monitor(serial_log: &Path) -> Option<PathBuf> {
 pub fn wake_log(serial_log: &Path) -> PathBuf {
     serial_log.with_extension("wake.txt")
 }
-
-/// The words a stalled emulator's error starts with, which the suite
-/// recognises to run the scenario once more.
-pub const EMULATOR_STALLED: &str = "the emulator stalled";
-
-/// The words the error starts with when the guest kernel hung in its own
-/// initialisation ([`hung_before_init`]); the suite runs the scenario once
-/// more, as for a stall.
-pub const GUEST_HUNG_EARLY: &str = "the guest kernel hung while starting";
-
-/// Whether the kernel reported a hung task (blocked for over two minutes)
-/// before it ran /init: a boot that will never come up. Seen under TCG on
-/// a loaded host (migrate-trial, 2026-12-02): CPU 0 idled and never woke
-/// (an RCU stall with "0 ticks this GP" at 25 s), and the kernel's
-/// i8042_probe waited for its timeout until the harness's 20-minute limit.
-/// Only before /init: later a task blocked that long can be a slow copy.
-pub fn hung_before_init(console: &str) -> bool {
-    match console.find("blocked for more than") {
-        Some(hung) => !console[..hung].contains("Run /init as init process"),
-        None => false,
-    }
-}
-
-/// The words a crashed emulator's error starts with; the suite runs the
-/// scenario once more, as for a stall. QEMU 7.2's TCG once died of a
-/// general protection fault in `memory_region_dispatch_write` while the
-/// guest kernel was still enumerating PCI (migrate-full, after 8 s), where
-/// nothing of pimigrate had run.
-pub const EMULATOR_CRASHED: &str = "the emulator crashed";
 
 /// The signal of a QEMU that died of a fault of its own (not the harness's
 /// SIGKILL, which ends boots on purpose).
@@ -661,14 +663,32 @@ mod tests {
     }
 
     #[test]
-    fn a_hung_task_counts_only_before_init() {
-        let early = "[    4.45] i8042: PNP: PS/2 Controller\n\
-            [  242.61] INFO: task swapper/0:1 blocked for more than 120 seconds.\n";
-        assert!(hung_before_init(early));
-        let later = "[    5.93] Run /init as init process\n\
-            [  900.00] INFO: task pimigrate:812 blocked for more than 120 seconds.\n";
-        assert!(!hung_before_init(later));
-        assert!(!hung_before_init("[    5.93] Run /init as init process\n"));
+    fn a_console_silent_before_init_is_a_hung_kernel_and_after_it_is_not() {
+        let start = Instant::now();
+        let at = |s: u64| start + Duration::from_secs(s);
+        let mut silence = Silence::new(start);
+        let early = "[ 8.14] registered taskstats version 1\n";
+        assert_eq!(silence.hang(early, at(1)), None);
+        assert_eq!(silence.hang(early, at(80)), None);
+        // More output starts the count again.
+        let more = format!("{early}[ 8.15] Loading compiled-in X.509 certificates\n");
+        assert_eq!(silence.hang(&more, at(140)), None);
+        assert_eq!(silence.hang(&more, at(200)), None);
+        assert_eq!(
+            silence.hang(&more, at(300)),
+            Some(Hang::Silent(Duration::from_secs(160)))
+        );
+        // Once /init ran, a quiet console is a guest at work.
+        let mut later = Silence::new(start);
+        let init = format!("{more}[ 8.68] Run /init as init process\n");
+        assert_eq!(later.hang(&init, at(1)), None);
+        assert_eq!(later.hang(&init, at(1000)), None);
+        let blocked =
+            format!("{more}[ 245.1] INFO: task swapper/0:1 blocked for more than 120 seconds.\n");
+        assert_eq!(
+            Silence::new(start).hang(&blocked, at(2)),
+            Some(Hang::BlockedTask)
+        );
     }
 
     #[test]

@@ -208,11 +208,6 @@ pub fn all() -> Vec<Scenario> {
 /// scenarios that measure or rank the card keep `sd-a1` or `sd-c10`.
 pub const UNTIMED_SD: &str = "sd-unthrottled";
 
-/// The words a speed scenario's error starts with when an emulated disk
-/// ran far below its profile, so that the scenario's premise did not hold;
-/// the suite runs it once more, as for a stalled emulator.
-pub const EMULATED_DISK_SLOW: &str = "an emulated disk ran far below its profile";
-
 /// `key=value` lines of a job's output (other lines are ignored).
 pub fn facts(stdout: &str) -> BTreeMap<String, String> {
     stdout

@@ -8,6 +8,7 @@
 
 use super::pimigrate_bin;
 use super::setup::{Rig, Setup};
+use crate::fault::{EmulationFault, FaultKind};
 use crate::{After, Boot, Bus, ImageSet, Pi};
 use anyhow::{bail, ensure, Context, Result};
 use serde_json::Value;
@@ -130,7 +131,7 @@ const CARD_WRITE_IOPS: f64 = 150.0;
 /// emulated card wrote 46 random 4K writes a second with nothing else on
 /// the host, below the flash drive's 50, and the warning this scenario
 /// checks rightly did not come: a fault of the emulation, which the suite
-/// runs once more (`EMULATED_DISK_SLOW`), not of pimigrate.
+/// runs once more ([`FaultKind::DiskBelowProfile`]), not of pimigrate.
 fn card_reached_its_profile(doc: &Value, flash: &str) -> Result<()> {
     let card = doc["ranking"]
         .as_array()
@@ -139,11 +140,19 @@ fn card_reached_its_profile(doc: &Value, flash: &str) -> Result<()> {
         .and_then(|t| t.iter().find(|t| t["test"] == "RND4K Q32 write"))
         .and_then(|t| t["baseline_iops"].as_f64());
     match card {
-        Some(iops) if iops < CARD_WRITE_IOPS / 2.0 => anyhow::bail!(
-            "{}: the SD card (sd-c10, {CARD_WRITE_IOPS:.0} random 4K writes/s) measured \
-             {iops:.0}, under half its profile",
-            super::EMULATED_DISK_SLOW
-        ),
+        Some(iops) if iops < CARD_WRITE_IOPS / 2.0 => Err(EmulationFault::new(
+            FaultKind::DiskBelowProfile {
+                what: format!(
+                    "the SD card (sd-c10, {CARD_WRITE_IOPS:.0} random 4K writes/s) measured \
+                     {iops:.0}, under half its profile"
+                ),
+            },
+            crate::pi::target_dir()
+                .join("testbed-logs")
+                .join("recommend"),
+            true,
+        )
+        .into()),
         _ => Ok(()),
     }
 }
@@ -186,6 +195,7 @@ mod card_tests {
     fn a_card_far_below_its_profile_is_the_emulations_fault() {
         assert!(card_reached_its_profile(&doc(149.0), "/dev/sdb").is_ok());
         let slow = card_reached_its_profile(&doc(46.0), "/dev/sdb").unwrap_err();
-        assert!(format!("{slow:#}").starts_with(super::super::EMULATED_DISK_SLOW));
+        let fault = EmulationFault::find(&slow).expect("an emulation fault");
+        assert!(matches!(fault.kind, FaultKind::DiskBelowProfile { .. }));
     }
 }
