@@ -100,9 +100,33 @@ pub fn remove_any(path: &Path) -> io::Result<()> {
     }
 }
 
+/// Makes a name at `path` with `make`; where one is already there (a
+/// resumed copy, or something the live system made since the walk looked)
+/// it is removed and `make` runs once more.
+pub fn make_replacing(path: &Path, make: impl Fn() -> io::Result<()>) -> io::Result<()> {
+    match make() {
+        Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
+            remove_any(path).and_then(|()| make())
+        }
+        made => made,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_in_the_way_is_replaced_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("link");
+        std::fs::write(&link, b"in the way").unwrap();
+        make_replacing(&link, || std::os::unix::fs::symlink("target", &link)).unwrap();
+        assert_eq!(std::fs::read_link(&link).unwrap(), Path::new("target"));
+        let missing = dir.path().join("no-such-dir/link");
+        let err = make_replacing(&missing, || std::os::unix::fs::symlink("t", &missing));
+        assert_eq!(err.unwrap_err().kind(), io::ErrorKind::NotFound);
+    }
 
     #[test]
     fn fifo_and_socket_nodes_are_created() {

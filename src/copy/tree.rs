@@ -392,12 +392,7 @@ impl<'a> Walker<'a> {
                 return;
             }
         }
-        let mut linked = std::fs::hard_link(first, &entry.target);
-        if matches!(&linked, Err(err) if err.kind() == io::ErrorKind::AlreadyExists) {
-            linked = nodes::remove_any(&entry.target)
-                .and_then(|()| std::fs::hard_link(first, &entry.target));
-        }
-        match linked {
+        match nodes::make_replacing(&entry.target, || std::fs::hard_link(first, &entry.target)) {
             Ok(()) => Counters::add(&self.counters().hardlinks, 1),
             Err(err) => self.failed(&entry.target, "hard link", err),
         }
@@ -427,11 +422,9 @@ impl<'a> Walker<'a> {
                 return self.failed(&entry.target, "remove to make a symlink", err);
             }
         }
-        let mut made = std::os::unix::fs::symlink(&destination, &entry.target);
-        if matches!(&made, Err(err) if err.kind() == io::ErrorKind::AlreadyExists) {
-            made = nodes::remove_any(&entry.target)
-                .and_then(|()| std::os::unix::fs::symlink(&destination, &entry.target));
-        }
+        let made = nodes::make_replacing(&entry.target, || {
+            std::os::unix::fs::symlink(&destination, &entry.target)
+        });
         if let Err(err) = made {
             return self.failed(&entry.target, "create symlink", err);
         }
@@ -460,11 +453,8 @@ impl<'a> Walker<'a> {
                 return self.failed(&entry.target, "remove to make a special file", err);
             }
         }
-        let mut made = nodes::create_special(&entry.target, meta);
-        if matches!(&made, Err(err) if err.kind() == io::ErrorKind::AlreadyExists) {
-            made = nodes::remove_any(&entry.target)
-                .and_then(|()| nodes::create_special(&entry.target, meta));
-        }
+        let made =
+            nodes::make_replacing(&entry.target, || nodes::create_special(&entry.target, meta));
         if let Err(err) = made {
             return self.failed(&entry.target, "create special file (mknod)", err);
         }
