@@ -131,7 +131,7 @@ impl std::error::Error for EmulationFault {}
 
 /// How long a guest kernel's console may stay silent before it ran /init.
 /// Its lines come at most 3.4 s apart in every boot of a loaded full run
-/// (2026-12-03, 60 boots); one that hung (that run's power-cut-copy, after
+/// (2026-12-03, 60 boots); one that hung (that run, a power-cut boot, after
 /// "Loading compiled-in X.509 certificates" at 8 s, with QEMU busy) never
 /// printed again until the 20-minute limit.
 pub const SILENT_BEFORE_INIT: Duration = Duration::from_secs(90);
@@ -186,7 +186,7 @@ mod tests {
     #[test]
     fn a_fault_is_found_through_the_errors_context() {
         let e = anyhow::Error::new(fault(FaultKind::Crashed(11), false))
-            .context("power-cut-copy: boot 3");
+            .context("power-cut-migrate: boot 3");
         let e = e.context("the scenario");
         assert_eq!(
             EmulationFault::find(&e).unwrap().kind,
