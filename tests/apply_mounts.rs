@@ -111,12 +111,8 @@ fn a_dropped_mount_is_unmounted_and_its_directory_removed() {
         .status()
         .unwrap()
         .success());
-    let output = Command::new("losetup")
-        .args(["-f", "--show"])
-        .arg(&image)
-        .output()
-        .unwrap();
-    let device = String::from_utf8(output.stdout).unwrap().trim().to_string();
+    let attached = common::Loop::attach(&image, None, false);
+    let device = attached.device.clone();
     let point = {
         let mounted = mount_device(device.as_ref(), "ext4", "test-ext4").unwrap();
         std::fs::write(mounted.path().join("hello"), "world").unwrap();
@@ -125,7 +121,7 @@ fn a_dropped_mount_is_unmounted_and_its_directory_removed() {
     let still_mounted = std::fs::read_to_string("/proc/self/mountinfo")
         .unwrap()
         .contains(point.to_str().unwrap());
-    let _ = Command::new("losetup").args(["-d", &device]).status();
+    drop(attached);
     assert!(!still_mounted);
     assert!(!point.exists());
 }

@@ -2,6 +2,7 @@
 //! devices, Ctrl-C, and the refusals of raw writes. Needs root and losetup;
 //! with CI=true a missing prerequisite fails the test instead of skipping.
 
+use crate::common::LoopDisk;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -41,54 +42,15 @@ fn scratch() -> tempfile::TempDir {
         .expect("creating a scratch directory in /var/tmp")
 }
 
-/// A sparse image file on a loop device, detached on drop.
-struct LoopDevice {
-    device: PathBuf,
-    image: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl LoopDevice {
-    fn new(size: u64) -> LoopDevice {
-        let dir = scratch();
-        let image = dir.path().join("disk.img");
-        std::fs::File::create(&image)
-            .and_then(|f| f.set_len(size))
-            .expect("creating the image file");
-        let output = Command::new("losetup")
-            .args(["-f", "--show"])
-            .arg(&image)
-            .output()
-            .expect("running losetup");
-        assert!(
-            output.status.success(),
-            "losetup: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let device = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
-        LoopDevice {
-            device,
-            image,
-            _dir: dir,
-        }
-    }
-}
-
-impl Drop for LoopDevice {
-    fn drop(&mut self) {
-        let _ = Command::new("losetup").arg("-d").arg(&self.device).status();
-    }
-}
-
 /// An ext4 filesystem on a loop device, mounted; unmounted on drop.
 struct MountedLoop {
     mountpoint: tempfile::TempDir,
-    loop_device: LoopDevice,
+    loop_device: LoopDisk,
 }
 
 impl MountedLoop {
     fn new() -> MountedLoop {
-        let loop_device = LoopDevice::new(64 << 20);
+        let loop_device = LoopDisk::new(64 << 20);
         let status = Command::new("mkfs.ext4")
             .args(["-q", "-F"])
             .arg(&loop_device.device)
@@ -275,15 +237,12 @@ fn an_unmounted_loop_device_gets_read_tests_only() {
     if !prerequisites(&["losetup"]) {
         return;
     }
-    let disk = LoopDevice::new(32 << 20);
+    let disk = LoopDisk::new(32 << 20);
     // Known content, to prove nothing was written.
     let pattern: Vec<u8> = (0..(32u32 << 20)).map(|i| (i % 251) as u8).collect();
     std::fs::write(&disk.device, &pattern).unwrap();
     let state = scratch();
-    let output = bench(
-        state.path(),
-        &["--json", "--runtime", "0.2", disk.device.to_str().unwrap()],
-    );
+    let output = bench(state.path(), &["--json", "--runtime", "0.2", disk.path()]);
     assert!(
         output.status.success(),
         "{}",
@@ -309,9 +268,9 @@ fn destructive_runs_write_to_an_idle_loop_device_only_when_confirmed() {
     if !prerequisites(&["losetup"]) {
         return;
     }
-    let disk = LoopDevice::new(32 << 20);
+    let disk = LoopDisk::new(32 << 20);
     let state = scratch();
-    let device = disk.device.to_str().unwrap();
+    let device = disk.path();
     // Without a terminal, --destructive needs --yes.
     let refused = bench(state.path(), &["--destructive", "--runtime", "0.2", device]);
     assert_eq!(refused.status.code(), Some(3));
@@ -350,11 +309,7 @@ fn destructive_runs_are_refused_on_a_mounted_disk() {
     let state = scratch();
     let output = bench(
         state.path(),
-        &[
-            "--destructive",
-            "--yes",
-            mounted.loop_device.device.to_str().unwrap(),
-        ],
+        &["--destructive", "--yes", mounted.loop_device.path()],
     );
     assert_eq!(output.status.code(), Some(3));
     let stderr = String::from_utf8_lossy(&output.stderr);

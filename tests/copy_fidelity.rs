@@ -5,6 +5,7 @@
 //! mkfs.ext4, rsync, setfacl (acl) and setcap (libcap2-bin). Without them
 //! the tests are skipped, except when CI=true, where they fail.
 
+use crate::common::Loop;
 use pimigrate::copy::{self, Cancelled, CopyOptions, CopyStats};
 use pimigrate::system::usage::Exclusion;
 use std::ffi::OsStr;
@@ -75,7 +76,7 @@ fn os(s: &str) -> &OsStr {
 struct Ext4 {
     dir: PathBuf,
     mount: PathBuf,
-    device: Option<String>,
+    device: Option<Loop>,
     mounted: bool,
 }
 
@@ -109,10 +110,9 @@ impl Ext4 {
                 image.as_os_str(),
             ],
         );
-        let device = run("losetup", &[os("-f"), os("--show"), image.as_os_str()]);
-        let device = device.trim().to_string();
-        ext4.device = Some(device.clone());
-        run("mount", &[os(&device), ext4.mount.as_os_str()]);
+        let device = Loop::attach(&image, None, false);
+        run("mount", &[os(&device.device), ext4.mount.as_os_str()]);
+        ext4.device = Some(device);
         ext4.mounted = true;
         ext4
     }
@@ -135,12 +135,13 @@ impl Drop for Ext4 {
                     self.mount.display(),
                     self.dir.display()
                 );
+                // Never detached under a mount.
+                std::mem::forget(self.device.take());
                 return;
             }
         }
-        if let Some(device) = &self.device {
-            let _ = Command::new("losetup").args(["-d", device]).status();
-        }
+        // Detached only after the unmount worked.
+        drop(self.device.take());
         let _ = fs::remove_dir_all(&self.dir);
     }
 }

@@ -84,28 +84,17 @@ impl Setup {
     /// Mounts partition 1 of the target by its offset (this kernel may have
     /// no partition devices) and runs `check` on it.
     fn inspect_root(&self, start_sector: u64, check: impl FnOnce(&Path)) {
-        let output = Command::new("losetup")
-            .args([
-                "-f",
-                "--show",
-                "-r",
-                "-o",
-                &(start_sector * 512).to_string(),
-            ])
-            .arg(&self.image)
-            .output()
-            .unwrap();
-        let part = String::from_utf8(output.stdout).unwrap().trim().to_string();
+        let part = Loop::attach(&self.image, Some(start_sector * 512), true);
         let mnt = tempfile::tempdir().unwrap();
         assert!(Command::new("mount")
-            .args(["-o", "ro", &part])
+            .args(["-o", "ro", &part.device])
             .arg(mnt.path())
             .status()
             .unwrap()
             .success());
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(mnt.path())));
         let _ = Command::new("umount").arg(mnt.path()).status();
-        let _ = Command::new("losetup").args(["-d", &part]).status();
+        drop(part);
         if let Err(panic) = result {
             std::panic::resume_unwind(panic);
         }

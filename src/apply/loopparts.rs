@@ -53,6 +53,14 @@ impl PartitionLoops {
 /// Loop devices over `disk` that an interrupted run left attached (their
 /// mounts are gone by now: the executor unmounts stale ones first).
 fn detach_stale(disk: &Path) -> Result<()> {
+    for device in backed_by(disk)? {
+        let _ = Command::new("losetup").arg("--detach").arg(device).status();
+    }
+    Ok(())
+}
+
+/// The loop devices whose backing file is `file` (`losetup --list`).
+pub fn backed_by(file: &Path) -> Result<Vec<PathBuf>> {
     let output = Command::new("losetup")
         .args([
             "--list",
@@ -63,16 +71,17 @@ fn detach_stale(disk: &Path) -> Result<()> {
         ])
         .output()
         .context("listing loop devices with losetup")?;
-    let listing = String::from_utf8_lossy(&output.stdout);
-    for line in listing.lines() {
-        let Some((name, backing)) = line.split_once(' ') else {
-            continue;
-        };
-        if Path::new(backing.trim()) == disk {
-            let _ = Command::new("losetup").arg("--detach").arg(name).status();
-        }
-    }
-    Ok(())
+    Ok(backed_by_in(&String::from_utf8_lossy(&output.stdout), file))
+}
+
+/// The devices of `listing` (`NAME BACK-FILE` lines) backed by `file`.
+fn backed_by_in(listing: &str, file: &Path) -> Vec<PathBuf> {
+    listing
+        .lines()
+        .filter_map(|line| line.split_once(' '))
+        .filter(|(_, backing)| Path::new(backing.trim()) == file)
+        .map(|(name, _)| PathBuf::from(name))
+        .collect()
 }
 
 impl Drop for PartitionLoops {
@@ -80,5 +89,24 @@ impl Drop for PartitionLoops {
         for device in &self.devices {
             let _ = Command::new("losetup").arg("--detach").arg(device).status();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_loop_devices_of_one_backing_file() {
+        let listing = "/dev/loop0 /var/tmp/a/disk.img\n/dev/loop1 /dev/loop0\n\
+                       /dev/loop2 /var/tmp/a/disk.img\n/dev/loop3 \n";
+        assert_eq!(
+            backed_by_in(listing, Path::new("/var/tmp/a/disk.img")),
+            [PathBuf::from("/dev/loop0"), PathBuf::from("/dev/loop2")]
+        );
+        assert_eq!(
+            backed_by_in(listing, Path::new("/dev/loop0")),
+            [PathBuf::from("/dev/loop1")]
+        );
     }
 }

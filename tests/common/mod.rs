@@ -88,12 +88,50 @@ pub fn pi_tree() -> tempfile::TempDir {
     dir
 }
 
+/// An image file, or the part of it from a byte offset on, on a loop
+/// device; detached on drop.
+pub struct Loop {
+    pub device: String,
+}
+
+impl Loop {
+    pub fn attach(image: &Path, offset: Option<u64>, read_only: bool) -> Loop {
+        let mut losetup = Command::new("losetup");
+        losetup.args(["-f", "--show"]);
+        if read_only {
+            losetup.arg("-r");
+        }
+        if let Some(offset) = offset {
+            losetup.args(["-o", &offset.to_string()]);
+        }
+        let output = losetup
+            .arg(image)
+            .output()
+            .expect("losetup (util-linux) is required");
+        assert!(
+            output.status.success(),
+            "losetup: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let device = String::from_utf8(output.stdout).unwrap().trim().to_string();
+        Loop { device }
+    }
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").args(["-d", &self.device]).status();
+    }
+}
+
 /// A sparse image file on a loop device. On drop, the loop devices a
 /// migration put on top of it (one per partition) are unmounted and
 /// detached, then the disk itself.
 pub struct LoopDisk {
     pub device: String,
     pub image: PathBuf,
+    // Detached after `drop` took what sits on top of it away.
+    attached: Loop,
     _dir: tempfile::TempDir,
 }
 
@@ -114,24 +152,11 @@ impl LoopDisk {
             .set_len(size)
             .unwrap();
         setup(&image);
-        let mut losetup = Command::new("losetup");
-        losetup.args(["-f", "--show"]);
-        if read_only {
-            losetup.arg("-r");
-        }
-        let output = losetup
-            .arg(&image)
-            .output()
-            .expect("losetup (util-linux) is required");
-        assert!(
-            output.status.success(),
-            "losetup: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let device = String::from_utf8(output.stdout).unwrap().trim().to_string();
+        let attached = Loop::attach(&image, None, read_only);
         LoopDisk {
-            device,
+            device: attached.device.clone(),
             image,
+            attached,
             _dir: dir,
         }
     }
@@ -143,22 +168,10 @@ impl LoopDisk {
 
 impl Drop for LoopDisk {
     fn drop(&mut self) {
-        let listing = Command::new("losetup")
-            .args([
-                "--list",
-                "--noheadings",
-                "--raw",
-                "--output",
-                "NAME,BACK-FILE",
-            ])
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-            .unwrap_or_default();
-        let on_top: Vec<&str> = listing
-            .lines()
-            .filter_map(|line| line.split_once(' '))
-            .filter(|(_, backing)| *backing == self.device)
-            .map(|(name, _)| name)
+        let on_top: Vec<String> = pimigrate::apply::loopparts::backed_by(Path::new(&self.device))
+            .unwrap_or_default()
+            .iter()
+            .map(|d| d.display().to_string())
             .collect();
         let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
         for line in mounts.lines() {
@@ -167,16 +180,16 @@ impl Drop for LoopDisk {
                 .nth(1)
                 .and_then(|rest| rest.split(' ').nth(1))
                 .unwrap_or("");
-            if source == self.device || on_top.contains(&source) {
+            if source == self.device || on_top.iter().any(|d| d == source) {
                 if let Some(point) = line.split(' ').nth(4) {
                     let _ = Command::new("umount").arg(point).status();
                 }
             }
         }
         for name in on_top {
-            let _ = Command::new("losetup").args(["-d", name]).status();
+            let _ = Command::new("losetup").args(["-d", &name]).status();
         }
-        let _ = Command::new("losetup").args(["-d", &self.device]).status();
+        debug_assert_eq!(self.attached.device, self.device);
     }
 }
 
