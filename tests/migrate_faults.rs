@@ -4,6 +4,7 @@
 
 use crate::common;
 
+use common::migration::MigrationRig;
 use common::*;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -22,66 +23,20 @@ fn kill_points() -> Vec<String> {
     points
 }
 
-struct Run {
-    tree: tempfile::TempDir,
-    state: tempfile::TempDir,
-    device: String,
-    _disk: LoopDisk,
+/// The rig with enough files for the copy to be caught in the middle.
+fn rig() -> MigrationRig {
+    MigrationRig::new(|tree| {
+        for i in 0..400 {
+            std::fs::write(tree.join(format!("usr/file{i}")), vec![i as u8; 64 * 1024]).unwrap();
+        }
+    })
 }
 
-impl Run {
-    fn new() -> Run {
-        let tree = pi_tree();
-        // Enough files for the copy to be caught in the middle.
-        for i in 0..400 {
-            std::fs::write(
-                tree.path().join(format!("usr/file{i}")),
-                vec![i as u8; 64 * 1024],
-            )
-            .unwrap();
-        }
-        let disk = LoopDisk::new(1 << 30);
-        Run {
-            tree,
-            state: tempfile::tempdir().unwrap(),
-            device: disk.device.clone(),
-            _disk: disk,
-        }
-    }
-
-    fn boot(&self) -> PathBuf {
-        self.tree.path().join("boot/firmware")
-    }
-
-    fn pimigrate(&self, args: &[&str], failpoint: Option<&str>) -> std::process::Output {
-        let mut command = pimigrate();
-        command
-            .arg("--source-root")
-            .arg(self.tree.path())
-            .arg("--boot-dir")
-            .arg(self.boot())
-            .arg("--state-dir")
-            .arg(self.state.path())
-            // Keeps the test's logs out of this machine's /var/log.
-            .arg("--log-dir")
-            .arg(self.state.path().join("log"))
-            .args(args);
-        if let Some(point) = failpoint {
-            command.env(pimigrate::failpoint::ENV, point);
-        }
-        command.output().unwrap()
-    }
-
-    fn planned_partuuid(&self) -> String {
-        let journal: serde_json::Value = serde_json::from_slice(
-            &std::fs::read(self.state.path().join("migration.json")).unwrap(),
-        )
-        .unwrap();
-        journal["plan"]["table"]["partitions"][0]["partuuid"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    }
+fn planned_partuuid(run: &MigrationRig) -> String {
+    run.journal()["plan"]["table"]["partitions"][0]["partuuid"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 /// The two tests kill pimigrate mid-way; run them one at a time so neither
@@ -125,10 +80,10 @@ fn killed_anywhere_the_sd_card_still_boots_and_resume_finishes() {
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     for point in kill_points() {
-        let run = Run::new();
+        let run = rig();
         let cmdline_before = std::fs::read(run.boot().join("cmdline.txt")).unwrap();
         let source_before = source_snapshot(run.tree.path());
-        let output = run.pimigrate(
+        let output = run.run(
             &[
                 "migrate",
                 "--target",
@@ -150,7 +105,7 @@ fn killed_anywhere_the_sd_card_still_boots_and_resume_finishes() {
         if !run.state.path().join("migration.json").exists() {
             // Killed before the journal's first save: nothing was done yet.
             assert_eq!(cmdline_now, cmdline_before, "{point}");
-            let output = run.pimigrate(
+            let output = run.run(
                 &[
                     "migrate",
                     "--target",
@@ -169,7 +124,7 @@ fn killed_anywhere_the_sd_card_still_boots_and_resume_finishes() {
             );
             continue;
         }
-        let partuuid = run.planned_partuuid();
+        let partuuid = planned_partuuid(&run);
         let new_cmdline = String::from_utf8(cmdline_before.clone()).unwrap().replace(
             "root=PARTUUID=6c586e13-02",
             &format!("root=PARTUUID={partuuid}"),
@@ -185,7 +140,7 @@ fn killed_anywhere_the_sd_card_still_boots_and_resume_finishes() {
             "{point}: the source changed"
         );
 
-        let output = run.pimigrate(&["migrate", "--resume", "--yes"], None);
+        let output = run.run(&["migrate", "--resume", "--yes"], None);
         assert_eq!(
             exit_code(&output),
             0,
@@ -222,9 +177,9 @@ fn killed_anywhere_rollback_restores_the_boot_files() {
         .into_iter()
         .filter(|p| !p.starts_with("boot-backup-"));
     for point in trial_points {
-        let run = Run::new();
+        let run = rig();
         let boot_before = boot_files(&run.boot());
-        let output = run.pimigrate(
+        let output = run.run(
             &[
                 "migrate",
                 "--target",
@@ -236,7 +191,7 @@ fn killed_anywhere_rollback_restores_the_boot_files() {
             Some(&point),
         );
         assert!(killed(&output), "{point}: not reached\n{}", stderr(&output));
-        let output = run.pimigrate(&["rollback", "--yes"], None);
+        let output = run.run(&["rollback", "--yes"], None);
         assert_eq!(
             exit_code(&output),
             0,

@@ -4,101 +4,39 @@
 
 use crate::common;
 
+use common::migration::MigrationRig;
 use common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-struct Setup {
-    tree: tempfile::TempDir,
-    state: tempfile::TempDir,
-    image: PathBuf,
-    device: String,
-    _disk: LoopDisk,
+/// The rig, its tree with a few things a root filesystem has that plain
+/// copies lose.
+fn setup() -> MigrationRig {
+    MigrationRig::new(|tree| {
+        std::os::unix::fs::symlink("../usr/bin/hello", tree.join("etc/hello-link")).unwrap();
+        std::fs::hard_link(
+            tree.join("usr/bin/hello"),
+            tree.join("home/pi/hello-hardlink"),
+        )
+        .unwrap();
+        std::os::unix::fs::chown(tree.join("home/pi/notes.txt"), Some(1000), Some(1000)).unwrap();
+    })
 }
 
-impl Setup {
-    fn new() -> Setup {
-        let tree = pi_tree();
-        // A few things a root filesystem has that plain copies lose.
-        std::os::unix::fs::symlink("../usr/bin/hello", tree.path().join("etc/hello-link")).unwrap();
-        std::fs::hard_link(
-            tree.path().join("usr/bin/hello"),
-            tree.path().join("home/pi/hello-hardlink"),
-        )
-        .unwrap();
-        std::os::unix::fs::chown(
-            tree.path().join("home/pi/notes.txt"),
-            Some(1000),
-            Some(1000),
-        )
-        .unwrap();
-        let disk = LoopDisk::new(1 << 30);
-        Setup {
-            tree,
-            state: tempfile::tempdir().unwrap(),
-            image: disk.image.clone(),
-            device: disk.device.clone(),
-            _disk: disk,
-        }
-    }
-
-    fn boot(&self) -> PathBuf {
-        self.tree.path().join("boot/firmware")
-    }
-
-    fn log_dir(&self) -> PathBuf {
-        self.state.path().join("log")
-    }
-
-    /// The one migration log written so far: its name and text.
-    fn the_log(&self) -> (String, String) {
-        let logs: Vec<PathBuf> = std::fs::read_dir(self.log_dir())
-            .expect("migrate made the log directory")
-            .map(|e| e.unwrap().path())
-            .collect();
-        assert_eq!(logs.len(), 1, "{logs:?}");
-        let name = logs[0].file_name().unwrap().to_string_lossy().into_owned();
-        assert!(
-            name.starts_with("migrate-") && name.ends_with(".log"),
-            "{name}"
-        );
-        (name, std::fs::read_to_string(&logs[0]).unwrap())
-    }
-
-    fn run(&self, args: &[&str]) -> std::process::Output {
-        pimigrate()
-            .arg("--source-root")
-            .arg(self.tree.path())
-            .arg("--boot-dir")
-            .arg(self.boot())
-            .arg("--state-dir")
-            .arg(self.state.path())
-            .arg("--log-dir")
-            .arg(self.log_dir())
-            .args(args)
-            .output()
-            .unwrap()
-    }
-
-    /// Mounts partition 1 of the target by its offset (this kernel may have
-    /// no partition devices) and runs `check` on it.
-    fn inspect_root(&self, start_sector: u64, check: impl FnOnce(&Path)) {
-        let part = Loop::attach(&self.image, Some(start_sector * 512), true);
-        let mnt = tempfile::tempdir().unwrap();
-        assert!(Command::new("mount")
-            .args(["-o", "ro", &part.device])
-            .arg(mnt.path())
-            .status()
-            .unwrap()
-            .success());
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(mnt.path())));
-        let _ = Command::new("umount").arg(mnt.path()).status();
-        drop(part);
-        if let Err(panic) = result {
-            std::panic::resume_unwind(panic);
-        }
-    }
+/// The one migration log written so far: its name and text.
+fn the_log(setup: &MigrationRig) -> (String, String) {
+    let logs: Vec<PathBuf> = std::fs::read_dir(setup.log_dir())
+        .expect("migrate made the log directory")
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    let name = logs[0].file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        name.starts_with("migrate-") && name.ends_with(".log"),
+        "{name}"
+    );
+    (name, std::fs::read_to_string(&logs[0]).unwrap())
 }
 
 fn migrated(output: &std::process::Output) -> Value {
@@ -119,17 +57,20 @@ fn a_root_only_move_copies_everything_and_switches_cmdline_last() {
     if !require_root("migrating to a loop device") {
         return;
     }
-    let setup = Setup::new();
+    let setup = setup();
     let cmdline_before = std::fs::read(setup.boot().join("cmdline.txt")).unwrap();
-    let out = migrated(&setup.run(&[
-        "--json",
-        "migrate",
-        "--target",
-        &setup.device,
-        "--yes",
-        "--trial",
-        "never",
-    ]));
+    let out = migrated(&setup.run(
+        &[
+            "--json",
+            "migrate",
+            "--target",
+            &setup.device,
+            "--yes",
+            "--trial",
+            "never",
+        ],
+        None,
+    ));
     assert_eq!(out["status"], "migrated");
     let plan = &out["journal"]["plan"];
     let root = &plan["table"]["partitions"][0];
@@ -166,7 +107,7 @@ fn a_root_only_move_copies_everything_and_switches_cmdline_last() {
     assert_eq!(disk["partitions"][0]["fstype"], "ext4");
 
     // The log has the plan and every step, in order, each with its time.
-    let (log_name, log) = setup.the_log();
+    let (log_name, log) = the_log(&setup);
     let steps = [
         "the plan:",
         "writing a new mbr partition table",
@@ -187,7 +128,7 @@ fn a_root_only_move_copies_everything_and_switches_cmdline_last() {
     assert!(log.contains(&partuuid), "the plan is in the log:\n{log}");
 
     let tree = setup.tree.path().to_path_buf();
-    setup.inspect_root(root["start_sector"].as_u64().unwrap(), |mnt| {
+    setup.inspect_partition(root["start_sector"].as_u64().unwrap(), |mnt| {
         let copied = std::fs::read_to_string(mnt.join("var/log/pimigrate").join(&log_name))
             .expect("the log travels along");
         assert!(copied.contains("copying the root filesystem"), "{copied}");
@@ -248,11 +189,14 @@ fn a_root_only_move_copies_everything_and_switches_cmdline_last() {
     });
 
     // Running it again changes nothing.
-    let again = migrated(&setup.run(&["--json", "migrate", "--target", &setup.device, "--yes"]));
+    let again = migrated(&setup.run(
+        &["--json", "migrate", "--target", &setup.device, "--yes"],
+        None,
+    ));
     assert_eq!(again["status"], "pending-reboot");
 
     // Rollback puts the SD card back as it was.
-    let output = setup.run(&["rollback", "--yes"]);
+    let output = setup.run(&["rollback", "--yes"], None);
     assert_eq!(exit_code(&output), 0, "{}", stderr(&output));
     assert_eq!(
         std::fs::read(setup.boot().join("cmdline.txt")).unwrap(),
@@ -266,17 +210,20 @@ fn a_trial_boot_leaves_cmdline_txt_alone_and_rollback_removes_its_files() {
     if !require_root("migrating to a loop device") {
         return;
     }
-    let setup = Setup::new();
+    let setup = setup();
     let before: Vec<(String, Vec<u8>)> = boot_files(&setup.boot());
-    let out = migrated(&setup.run(&[
-        "--json",
-        "migrate",
-        "--target",
-        &setup.device,
-        "--yes",
-        "--trial",
-        "always",
-    ]));
+    let out = migrated(&setup.run(
+        &[
+            "--json",
+            "migrate",
+            "--target",
+            &setup.device,
+            "--yes",
+            "--trial",
+            "always",
+        ],
+        None,
+    ));
     let partuuid = out["journal"]["plan"]["table"]["partitions"][0]["partuuid"]
         .as_str()
         .unwrap()
@@ -300,7 +247,7 @@ fn a_trial_boot_leaves_cmdline_txt_alone_and_rollback_removes_its_files() {
     let start = out["journal"]["plan"]["table"]["partitions"][0]["start_sector"]
         .as_u64()
         .unwrap();
-    setup.inspect_root(start, |mnt| {
+    setup.inspect_partition(start, |mnt| {
         let journal: Value = serde_json::from_slice(
             &std::fs::read(mnt.join("var/lib/pimigrate/migration.json")).unwrap(),
         )
@@ -309,7 +256,7 @@ fn a_trial_boot_leaves_cmdline_txt_alone_and_rollback_removes_its_files() {
         assert!(created.contains("cmdline.pimigrate.txt"), "{created}");
         assert!(created.contains("tryboot.txt"), "{created}");
     });
-    let output = setup.run(&["rollback", "--yes"]);
+    let output = setup.run(&["rollback", "--yes"], None);
     assert_eq!(exit_code(&output), 0, "{}", stderr(&output));
     assert_eq!(
         boot_files(&setup.boot()),
@@ -323,8 +270,8 @@ fn migrate_without_yes_off_a_terminal_writes_nothing() {
     if !require_root("migrating to a loop device") {
         return;
     }
-    let setup = Setup::new();
-    let output = setup.run(&["migrate", "--target", &setup.device]);
+    let setup = setup();
+    let output = setup.run(&["migrate", "--target", &setup.device], None);
     assert_eq!(exit_code(&output), 1);
     assert!(stderr(&output).contains("--yes"), "{}", stderr(&output));
     assert_first_mib_blank(&setup.image);
@@ -337,8 +284,8 @@ fn quiet_migrate_does_not_call_itself_a_dry_run() {
     if !require_root("migrating to a loop device") {
         return;
     }
-    let setup = Setup::new();
-    let output = setup.run(&["-q", "migrate", "--target", &setup.device]);
+    let setup = setup();
+    let output = setup.run(&["-q", "migrate", "--target", &setup.device], None);
     assert_eq!(exit_code(&output), 1, "{}", stderr(&output));
     let brief = stdout(&output);
     assert!(brief.starts_with("Plan: "), "{brief}");
@@ -349,18 +296,9 @@ fn quiet_migrate_does_not_call_itself_a_dry_run() {
 
 /// Starts a migration that stops itself (SIGSTOP) at `point`, and waits
 /// until it has.
-fn start_stopped(setup: &Setup, args: &[&str], point: &str) -> std::process::Child {
-    let child = pimigrate()
-        .arg("--source-root")
-        .arg(setup.tree.path())
-        .arg("--boot-dir")
-        .arg(setup.boot())
-        .arg("--state-dir")
-        .arg(setup.state.path())
-        .arg("--log-dir")
-        .arg(setup.log_dir())
-        .args(args)
-        .env(pimigrate::failpoint::ENV, format!("{point}:stop"))
+fn start_stopped(setup: &MigrationRig, args: &[&str], point: &str) -> std::process::Child {
+    let child = setup
+        .command(args, Some(&format!("{point}:stop")))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -393,7 +331,7 @@ fn ctrl_c_during_the_copy_stops_cleanly_and_resume_finishes() {
         return;
     }
     use nix::sys::signal::Signal;
-    let setup = Setup::new();
+    let setup = setup();
     let cmdline_before = std::fs::read(setup.boot().join("cmdline.txt")).unwrap();
     let child = start_stopped(
         &setup,
@@ -426,7 +364,7 @@ fn ctrl_c_during_the_copy_stops_cleanly_and_resume_finishes() {
         !mounts.contains(&format!("/run/pimigrate/target-root-{pid} ")),
         "the target was unmounted on the way out"
     );
-    let output = setup.run(&["migrate", "--resume", "--yes"]);
+    let output = setup.run(&["migrate", "--resume", "--yes"], None);
     assert_eq!(exit_code(&output), 0, "{}", stderr(&output));
     assert_ne!(
         std::fs::read(setup.boot().join("cmdline.txt")).unwrap(),
@@ -439,7 +377,7 @@ fn a_target_that_fills_up_fails_clearly_and_leaves_the_sd_card_alone() {
     if !require_root("migrating to a loop device") {
         return;
     }
-    let setup = Setup::new();
+    let setup = setup();
     let cmdline_before = std::fs::read(setup.boot().join("cmdline.txt")).unwrap();
     // The plan fits a 128 MiB root partition; then the source grows.
     let args = [
@@ -473,7 +411,7 @@ fn a_target_that_fills_up_fails_clearly_and_leaves_the_sd_card_alone() {
         cmdline_before
     );
     assert!(!setup.boot().join("cmdline.txt.pimigrate-backup").exists());
-    let (_, log) = setup.the_log();
+    let (_, log) = the_log(&setup);
     assert!(log.contains("error: "), "{log}");
     assert!(message.contains("the full log is in"), "{message}");
 }
@@ -491,7 +429,7 @@ fn raspi_firmware_regenerates_the_migrated_root_and_rollback_agrees() {
         return;
     };
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/bootfiles/debian-raspi");
-    let setup = Setup::new();
+    let setup = setup();
     let defaults = std::fs::read(data.join("raspi-firmware")).unwrap();
     std::fs::create_dir_all(setup.tree.path().join("etc/default")).unwrap();
     std::fs::write(
@@ -501,15 +439,18 @@ fn raspi_firmware_regenerates_the_migrated_root_and_rollback_agrees() {
     .unwrap();
     std::fs::copy(data.join("cmdline.txt"), setup.boot().join("cmdline.txt")).unwrap();
     std::fs::copy(data.join("fstab"), setup.tree.path().join("etc/fstab")).unwrap();
-    let out = migrated(&setup.run(&[
-        "--json",
-        "migrate",
-        "--target",
-        &setup.device,
-        "--yes",
-        "--trial",
-        "never",
-    ]));
+    let out = migrated(&setup.run(
+        &[
+            "--json",
+            "migrate",
+            "--target",
+            &setup.device,
+            "--yes",
+            "--trial",
+            "never",
+        ],
+        None,
+    ));
     let plan = &out["journal"]["plan"];
     let partuuid = plan["table"]["partitions"][0]["partuuid"]
         .as_str()
@@ -528,7 +469,7 @@ fn raspi_firmware_regenerates_the_migrated_root_and_rollback_agrees() {
     };
 
     // A kernel update on the new root: its own setting, the SD card's boot files.
-    setup.inspect_root(start, |mnt| {
+    setup.inspect_partition(start, |mnt| {
         let sysroot = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(sysroot.path().join("etc/default")).unwrap();
         std::fs::create_dir_all(sysroot.path().join("boot/firmware")).unwrap();
@@ -553,7 +494,7 @@ fn raspi_firmware_regenerates_the_migrated_root_and_rollback_agrees() {
         std::fs::read(setup.tree.path().join("etc/default/raspi-firmware")).unwrap(),
         defaults
     );
-    let output = setup.run(&["rollback", "--yes"]);
+    let output = setup.run(&["rollback", "--yes"], None);
     assert_eq!(exit_code(&output), 0, "{}", stderr(&output));
     let sysroot = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(sysroot.path().join("etc/default")).unwrap();

@@ -1,6 +1,7 @@
 //! Running the real `pimigrate` binary in tests.
 #![allow(dead_code)]
 
+pub mod migration;
 pub mod raspi_firmware;
 
 use std::path::{Path, PathBuf};
