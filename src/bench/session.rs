@@ -43,7 +43,8 @@ pub struct Session<'a> {
     targets: Vec<Target>,
 }
 
-pub enum Outcome {
+/// How a benchmark session ended.
+pub enum BenchEnd {
     Done(Vec<Report>),
     /// Ctrl-C after this many tests of the target being measured: its test
     /// file, if any, is removed and no report of it is saved.
@@ -98,7 +99,7 @@ impl<'a> Session<'a> {
 
     /// Measures each target in turn, printing what it measures and each
     /// report when `shown.chatty`.
-    pub fn run(&self, shown: Shown, interrupted: &AtomicBool) -> Result<Outcome> {
+    pub fn run(&self, shown: Shown, interrupted: &AtomicBool) -> Result<BenchEnd> {
         let request = &self.request;
         let engine = engine::choose(request.engine)?;
         let ui = ProgressUi::new(shown.progress_bars);
@@ -127,7 +128,7 @@ impl<'a> Session<'a> {
             let report = match outcome {
                 RunOutcome::Done(report) => report,
                 RunOutcome::Interrupted(partial) => {
-                    return Ok(Outcome::Interrupted {
+                    return Ok(BenchEnd::Interrupted {
                         tests: partial.len(),
                     })
                 }
@@ -145,6 +146,6 @@ impl<'a> Session<'a> {
             }
             reports.push(*report);
         }
-        Ok(Outcome::Done(reports))
+        Ok(BenchEnd::Done(reports))
     }
 }

@@ -3,7 +3,7 @@
 
 use super::print_json;
 use crate::bench::progress::Shown;
-use crate::bench::session::{Outcome, Request, Session};
+use crate::bench::session::{BenchEnd, Request, Session};
 use crate::bench::suite::{Preset, SuiteParams};
 use crate::bench::target::{Target, TargetKind};
 use crate::cli::{BenchArgs, Cli};
@@ -62,8 +62,8 @@ pub fn run(cli: &Cli, args: &BenchArgs, host: &Host) -> Result<u8> {
         progress_bars: chatty && std::io::stdout().is_terminal(),
     };
     let reports = match session.run(shown, &interrupted)? {
-        Outcome::Done(reports) => reports,
-        Outcome::Interrupted { tests } => {
+        BenchEnd::Done(reports) => reports,
+        BenchEnd::Interrupted { tests } => {
             eprintln!(
                 "pimigrate: interrupted after {tests} test(s); the test file, if any, was removed and no report was saved"
             );

@@ -7,7 +7,7 @@ use crate::cli::{Cli, VerifyArgs};
 use crate::exit::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOTHING_TO_VERIFY, EXIT_OK};
 use crate::host::Host;
 use crate::verify::run::{verify, Request};
-use crate::verify::{render, Outcome, Verification, VERIFY_SCHEMA};
+use crate::verify::{render, Verdict, Verification, VERIFY_SCHEMA};
 use anyhow::Result;
 
 pub fn run(cli: &Cli, args: &VerifyArgs, host: &Host) -> Result<u8> {
@@ -48,9 +48,9 @@ fn finish(cli: &Cli, v: Verification) -> Result<u8> {
         print!("{}", render::text(&v));
     }
     Ok(match v.result {
-        Outcome::Pass => EXIT_OK,
-        Outcome::Fail => EXIT_FAILED,
-        Outcome::NothingToVerify => EXIT_NOTHING_TO_VERIFY,
+        Verdict::Pass => EXIT_OK,
+        Verdict::Fail => EXIT_FAILED,
+        Verdict::NothingToVerify => EXIT_NOTHING_TO_VERIFY,
     })
 }
 

@@ -6,7 +6,7 @@ use crate::exit::{EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED, EXIT_USAG
 use crate::host::Host;
 use crate::system::System;
 use crate::ui::TerminalUi;
-use crate::wizard::{Outcome, Wizard};
+use crate::wizard::{Wizard, WizardEnd};
 use anyhow::{bail, Result};
 use std::io::IsTerminal;
 
@@ -50,11 +50,11 @@ pub fn run(cli: &Cli, args: &WizardArgs, host: &Host) -> Result<u8> {
     Ok(exit_code(&outcome))
 }
 
-fn exit_code(outcome: &Outcome) -> u8 {
+fn exit_code(outcome: &WizardEnd) -> u8 {
     match outcome {
-        Outcome::Migrated(_) | Outcome::Rehearsed | Outcome::NothingToDo => EXIT_OK,
-        Outcome::Stopped => EXIT_INTERRUPTED,
-        Outcome::NotConfirmed => EXIT_ERROR,
-        Outcome::Refused => EXIT_REFUSED,
+        WizardEnd::Migrated(_) | WizardEnd::Rehearsed | WizardEnd::NothingToDo => EXIT_OK,
+        WizardEnd::Stopped => EXIT_INTERRUPTED,
+        WizardEnd::NotConfirmed => EXIT_ERROR,
+        WizardEnd::Refused => EXIT_REFUSED,
     }
 }

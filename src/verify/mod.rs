@@ -92,9 +92,10 @@ impl Warning {
     }
 }
 
+/// What `verify` concluded: the JSON document's `result`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Outcome {
+pub enum Verdict {
     Pass,
     Fail,
     NothingToVerify,
@@ -158,7 +159,7 @@ impl Stopped {
 #[derive(Debug, Clone, Serialize)]
 pub struct Verification {
     pub schema: &'static str,
-    pub result: Outcome,
+    pub result: Verdict,
     /// Why there is nothing to verify, or what the result means.
     pub message: Option<String>,
     pub layout: Option<Layout>,
@@ -180,7 +181,7 @@ impl Verification {
     pub fn nothing(message: String) -> Verification {
         Verification {
             schema: VERIFY_SCHEMA,
-            result: Outcome::NothingToVerify,
+            result: Verdict::NothingToVerify,
             message: Some(message),
             layout: None,
             target: None,

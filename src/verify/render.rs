@@ -1,12 +1,12 @@
 //! The text form: a checklist, warnings with their fixes, the before/after
 //! table, and on failure how to roll back.
 
-use super::{BenchComparison, Outcome, Verification};
+use super::{BenchComparison, Verdict, Verification};
 use std::fmt::Write;
 
 pub fn text(v: &Verification) -> String {
     let mut out = String::new();
-    if v.result == Outcome::NothingToVerify {
+    if v.result == Verdict::NothingToVerify {
         let _ = writeln!(
             out,
             "Nothing to verify: {}",
@@ -45,7 +45,7 @@ pub fn text(v: &Verification) -> String {
     }
     out.push('\n');
     match v.result {
-        Outcome::Pass => {
+        Verdict::Pass => {
             let _ = writeln!(out, "PASS: the system runs from the migrated root.");
             if let Some(message) = &v.message {
                 let _ = writeln!(out, "{message}");
@@ -117,7 +117,7 @@ mod tests {
     /// still see.
     fn committed_then(stopped: &Stopped) -> Verification {
         Verification {
-            result: Outcome::Pass,
+            result: Verdict::Pass,
             checks: vec![Check::pass(
                 "root-mounted",
                 "/ is mounted from /dev/sda1".into(),

@@ -4,8 +4,8 @@
 use super::after::{self, BenchInputs};
 use super::expected::Expected;
 use super::kernel_log::KernelLog;
-use super::state::{commit_refusal, not_yet, trial_did_not_run, Refusal};
-use super::{checks, commit, health, rollback_advice, Outcome, Stopped, TrialState, Verification};
+use super::state::{commit_refusal, not_yet, trial_did_not_run, CommitRefusal};
+use super::{checks, commit, health, rollback_advice, Stopped, TrialState, Verdict, Verification};
 use crate::apply::boot_partition::{BootWriter, StateLock};
 use crate::apply::journal::Journal;
 use crate::bench::machine::read_throttled;
@@ -87,8 +87,8 @@ pub fn verify(host: &Host, request: &Request) -> Result<(Verification, bool)> {
         .map(|lock| BootWriter::new(lock, host, &journal.boot_dir));
     if let Some(boot) = boot.as_ref().filter(|_| args.commit) {
         match commit_refusal(&system, &expected, passed) {
-            Some(Refusal::Refused(why)) => v.refused.push(why),
-            Some(Refusal::NothingToDo(why)) => v.message = Some(why),
+            Some(CommitRefusal::Refused(why)) => v.refused.push(why),
+            Some(CommitRefusal::NothingToDo(why)) => v.message = Some(why),
             None => v
                 .actions
                 .extend(commit::commit(boot, &mut journal, &expected, &state_dir)?),
@@ -131,11 +131,11 @@ pub fn verify(host: &Host, request: &Request) -> Result<(Verification, bool)> {
         v.benchmark = Some(bench);
     }
     v.result = if passed && v.refused.is_empty() {
-        Outcome::Pass
+        Verdict::Pass
     } else {
-        Outcome::Fail
+        Verdict::Fail
     };
-    if v.result == Outcome::Fail {
+    if v.result == Verdict::Fail {
         v.rollback = rollback_advice(&expected);
     }
     Ok((v, interrupted))

@@ -3,7 +3,7 @@
 //! `--commit` may make the trial permanent.
 
 use super::expected::Expected;
-use super::{device_name, Check, Outcome, TrialState, Verification};
+use super::{device_name, Check, TrialState, Verdict, Verification};
 use crate::apply::journal::{Journal, Step};
 use crate::host::Host;
 use crate::system::source::resolve;
@@ -71,7 +71,7 @@ pub fn trial_did_not_run(system: &System, expected: &Expected) -> Option<Verific
             committed_at: None,
         }),
         checks: vec![check],
-        result: Outcome::Fail,
+        result: Verdict::Fail,
         message: Some("the trial boot did not run; the SD card still boots as before".into()),
         rollback: vec![
             "sudo pimigrate rollback --yes   (removes the trial files; the SD card then boots exactly as before the migration)".into(),
@@ -89,32 +89,33 @@ fn boot_time(host: &Host) -> Option<u64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-pub enum Refusal {
+/// Why `verify --commit` does not commit: refused, or nothing to commit.
+pub enum CommitRefusal {
     Refused(String),
     NothingToDo(String),
 }
 
-pub fn commit_refusal(system: &System, expected: &Expected, passed: bool) -> Option<Refusal> {
+pub fn commit_refusal(system: &System, expected: &Expected, passed: bool) -> Option<CommitRefusal> {
     if expected.trial.is_none() {
-        return Some(Refusal::NothingToDo(
+        return Some(CommitRefusal::NothingToDo(
             "nothing to commit: this migration changed cmdline.txt directly, without a trial boot"
                 .into(),
         ));
     }
     if expected.committed.is_some() {
-        return Some(Refusal::NothingToDo(
+        return Some(CommitRefusal::NothingToDo(
             "nothing to commit: the trial boot was already made permanent".into(),
         ));
     }
     if !passed {
-        return Some(Refusal::Refused(
+        return Some(CommitRefusal::Refused(
             "not committed: the checks failed, and cmdline.txt still boots the SD card".into(),
         ));
     }
     // A commit cut short after its swap: this normal boot already runs the
     // target (the checks passed), and committing again finishes the job.
     if !system.pi.in_trial_boot && !expected.commit_interrupted {
-        return Some(Refusal::Refused(
+        return Some(CommitRefusal::Refused(
             "not committed: this is not the trial boot".into(),
         ));
     }

@@ -2,7 +2,7 @@
 //! typed confirmation, the migration with `migrate`'s progress display,
 //! and what to do next.
 
-use super::{Outcome, Wizard};
+use super::{Wizard, WizardEnd};
 use crate::apply::migration::{self, ProgressDisplay};
 use crate::plan::render::{plan_text, Detail, Purpose};
 use crate::plan::{self, Layout, Options, Plan, TrialChoice};
@@ -114,7 +114,7 @@ pub(super) fn confirmed(wizard: &Wizard, plan: &Plan) -> Result<bool> {
     )
 }
 
-pub(super) fn migrate(wizard: &Wizard, plan: Plan) -> Result<Outcome> {
+pub(super) fn migrate(wizard: &Wizard, plan: Plan) -> Result<WizardEnd> {
     if !wizard.host.is_live() {
         // The plan names this machine's device nodes only by coincidence:
         // an inspected tree is never written to.
@@ -122,7 +122,7 @@ pub(super) fn migrate(wizard: &Wizard, plan: Plan) -> Result<Outcome> {
             "Rehearsal over: on the running system, the migration would start here. \
              Nothing was written.",
         );
-        return Ok(Outcome::Rehearsed);
+        return Ok(WizardEnd::Rehearsed);
     }
     let journal = migration::new_journal(wizard.system, plan)?;
     let display = ProgressDisplay {
@@ -147,5 +147,5 @@ pub(super) fn migrate(wizard: &Wizard, plan: Plan) -> Result<Outcome> {
         text.push_str(&format!("  {}. {step}\n", n + 1));
     }
     wizard.ui.say(&text);
-    Ok(Outcome::Migrated(Box::new(journal)))
+    Ok(WizardEnd::Migrated(Box::new(journal)))
 }

@@ -1,7 +1,7 @@
 //! The first screens: what will and will not happen, an earlier migration
 //! that is still pending, and the disks found.
 
-use super::{Outcome, Wizard};
+use super::{Wizard, WizardEnd};
 use crate::apply::journal::Journal;
 use crate::system::disks::{Disk, Role, Transport};
 use crate::system::pi::BootSupport;
@@ -44,7 +44,7 @@ pub(super) fn what_happens(wizard: &Wizard) {
 
 /// A migration this machine has started or finished already: say how to go
 /// on instead of planning another one over it.
-pub(super) fn earlier_migration(wizard: &Wizard) -> Result<Option<Outcome>> {
+pub(super) fn earlier_migration(wizard: &Wizard) -> Result<Option<WizardEnd>> {
     let state_dir = wizard.host.path(&wizard.host.state_dir);
     let Some(journal) = Journal::load(&state_dir)? else {
         return Ok(None);
@@ -62,7 +62,7 @@ pub(super) fn earlier_migration(wizard: &Wizard) -> Result<Option<Outcome>> {
         )
     };
     wizard.ui.say(&format!("{message}\nNothing was changed."));
-    Ok(Some(Outcome::NothingToDo))
+    Ok(Some(WizardEnd::NothingToDo))
 }
 
 pub(super) fn show_disks(wizard: &Wizard) {

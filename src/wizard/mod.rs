@@ -60,7 +60,7 @@ pub enum Benchmarks {
 
 /// How the flow ended.
 #[derive(Debug)]
-pub enum Outcome {
+pub enum WizardEnd {
     /// The migration ran; the journal says what was done.
     Migrated(Box<Journal>),
     /// The person backed out (Esc, Ctrl-C) or typed the wrong name:
@@ -88,17 +88,17 @@ pub struct Wizard<'a> {
 impl Wizard<'_> {
     /// Runs the whole flow. Backing out anywhere before the first write
     /// ends it with a message that nothing was changed.
-    pub fn run(&self) -> Result<Outcome> {
+    pub fn run(&self) -> Result<WizardEnd> {
         match self.steps() {
             Err(err) if is_aborted(&err) => {
                 self.ui.say("\nStopped: nothing was changed.");
-                Ok(Outcome::Stopped)
+                Ok(WizardEnd::Stopped)
             }
             other => other,
         }
     }
 
-    fn steps(&self) -> Result<Outcome> {
+    fn steps(&self) -> Result<WizardEnd> {
         intro::what_happens(self);
         if let Some(outcome) = intro::earlier_migration(self)? {
             return Ok(outcome);
@@ -107,7 +107,7 @@ impl Wizard<'_> {
         let recommendation = benchmarks::compare(self)?;
         self.stop_if_interrupted()?;
         let Some(target) = target::choose(self, recommendation.as_ref())? else {
-            return Ok(Outcome::NothingToDo);
+            return Ok(WizardEnd::NothingToDo);
         };
         let layout = layout::choose(self, target)?;
         let table = table::choose(self, target, layout)?;
@@ -118,12 +118,12 @@ impl Wizard<'_> {
         options.trial = trial;
         options.seed = self.settings.seed;
         let Some(plan) = apply::make_plan(self, &options)? else {
-            return Ok(Outcome::Refused);
+            return Ok(WizardEnd::Refused);
         };
         self.stop_if_interrupted()?;
         if !apply::confirmed(self, &plan)? {
             self.ui.say("Not confirmed; nothing was written.");
-            return Ok(Outcome::NotConfirmed);
+            return Ok(WizardEnd::NotConfirmed);
         }
         apply::migrate(self, plan)
     }

@@ -38,7 +38,7 @@ fn run(
     system: &System,
     settings: &Settings,
     answers: Vec<Answer>,
-) -> (Outcome, ScriptedUi) {
+) -> (WizardEnd, ScriptedUi) {
     let ui = ScriptedUi::new(answers);
     let outcome = wizard(host, system, settings, &ui)
         .run()
@@ -74,7 +74,7 @@ fn pi4_offers_the_ssd_with_its_reason_and_goes_to_the_typed_confirmation() {
             Answer::Type("sda".into()), // the confirmation
         ],
     );
-    assert!(matches!(outcome, Outcome::Rehearsed), "{outcome:?}");
+    assert!(matches!(outcome, WizardEnd::Rehearsed), "{outcome:?}");
     let target = ui
         .prompt_containing("Which disk")
         .expect("no target question");
@@ -145,7 +145,7 @@ fn a_wrong_name_writes_nothing() {
             Answer::Type("sdb".into()),
         ],
     );
-    assert!(matches!(outcome, Outcome::NotConfirmed), "{outcome:?}");
+    assert!(matches!(outcome, WizardEnd::NotConfirmed), "{outcome:?}");
     assert!(ui
         .transcript()
         .contains("Not confirmed; nothing was written."));
@@ -184,7 +184,7 @@ fn pizero_is_only_offered_root_only() {
         vec![Answer::Default, Answer::Type("sda".into())],
     );
     assert!(
-        matches!(outcome, Outcome::Rehearsed),
+        matches!(outcome, WizardEnd::Rehearsed),
         "{outcome:?}\n{}",
         ui.transcript()
     );
@@ -224,7 +224,7 @@ fn the_table_is_asked_only_for_a_disk_over_two_tib() {
         ],
     );
     assert!(
-        matches!(outcome, Outcome::Rehearsed),
+        matches!(outcome, WizardEnd::Rehearsed),
         "{outcome:?}\n{}",
         ui.transcript()
     );
@@ -253,7 +253,7 @@ fn flags_answer_every_question() {
     };
     let (outcome, ui) = run(&host, &system, &settings, Vec::new());
     assert!(
-        matches!(outcome, Outcome::Rehearsed),
+        matches!(outcome, WizardEnd::Rehearsed),
         "{outcome:?}\n{}",
         ui.transcript()
     );
@@ -313,7 +313,7 @@ fn backing_out_at_any_prompt_changes_nothing() {
         script.push(Answer::Abort);
         let (outcome, ui) = run(&host, &system, &settings, script);
         assert!(
-            matches!(outcome, Outcome::Stopped),
+            matches!(outcome, WizardEnd::Stopped),
             "prompt {stop_at}: {outcome:?}"
         );
         assert_eq!(ui.asked().len(), stop_at + 1, "prompt {stop_at}");
@@ -337,7 +337,7 @@ fn ctrl_c_while_planning_shows_no_plan() {
         .run()
         .expect("the wizard failed");
     let transcript = ui.transcript();
-    assert!(matches!(outcome, Outcome::Stopped), "{outcome:?}");
+    assert!(matches!(outcome, WizardEnd::Stopped), "{outcome:?}");
     assert!(!transcript.contains("Plan:"), "{transcript}");
     assert!(!transcript.contains("refus"), "{transcript}");
     assert!(
@@ -354,7 +354,7 @@ fn no_candidate_means_nothing_to_do() {
         .disks
         .retain(|d| d.role != crate::system::disks::Role::Candidate);
     let (outcome, ui) = run(&host, &system, &no_bench(), Vec::new());
-    assert!(matches!(outcome, Outcome::NothingToDo), "{outcome:?}");
+    assert!(matches!(outcome, WizardEnd::NothingToDo), "{outcome:?}");
     assert!(ui.transcript().contains("No disk can take the system"));
 }
 
@@ -463,7 +463,7 @@ fn esc_at_the_blank_drive_question_stops_with_nothing_changed() {
     let (host, system) = machine("pizero");
     let before = snapshot(&host.root);
     let (outcome, ui) = run(&host, &system, &quick_bench(), vec![Answer::Abort]);
-    assert!(matches!(outcome, Outcome::Stopped), "{outcome:?}");
+    assert!(matches!(outcome, WizardEnd::Stopped), "{outcome:?}");
     assert_eq!(ui.asked().len(), 1, "{:?}", ui.asked());
     assert!(ui.asked()[0].prompt.contains("blank drive"));
     assert!(ui.transcript().ends_with("Stopped: nothing was changed."));
