@@ -447,12 +447,13 @@ fn prepare_source_boot(
                 .context("reading config.txt")?;
             // Includes are read from the SD card as they are now, like
             // config.txt itself, through the boot partition's one reader.
-            let mut read = |name: &str| -> std::result::Result<Option<Vec<u8>>, String> {
+            let mut read = |name: &str| -> std::io::Result<Option<Vec<u8>>> {
                 let file = Path::new("/").join(name.trim_start_matches('/'));
+                let unreadable = |e: anyhow::Error| std::io::Error::other(format!("{e:#}"));
                 match sd_boot.exists(&file) {
                     Ok(false) => Ok(None),
-                    Ok(true) => sd_boot.read(&file).map(Some).map_err(|e| format!("{e:#}")),
-                    Err(e) => Err(format!("{e:#}")),
+                    Ok(true) => sd_boot.read(&file).map(Some).map_err(unreadable),
+                    Err(e) => Err(unreadable(e)),
                 }
             };
             let tryboot = trial::tryboot_contents(&config, model, &mut read)?.bytes;

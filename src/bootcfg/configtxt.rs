@@ -48,8 +48,9 @@ use std::ops::Range;
 use super::text::{decode, join_lines, preferred_ending, split_lines, NotText, RawLine};
 
 /// Reads an included file by its name on the boot partition: its bytes,
-/// `Ok(None)` when it does not exist, or why it cannot be read.
-pub type IncludeReader<'a> = dyn FnMut(&str) -> Result<Option<Vec<u8>>, String> + 'a;
+/// `Ok(None)` when it does not exist, or why it cannot be read (a name
+/// that leaves the boot partition is `InvalidInput`).
+pub type IncludeReader<'a> = dyn FnMut(&str) -> std::io::Result<Option<Vec<u8>>> + 'a;
 
 /// How deep includes nest before the rest is treated as unknown (a file
 /// that includes itself would otherwise never end).
@@ -469,7 +470,9 @@ impl ConfigTxt {
     /// line overrides an earlier one, as in the firmware. `include` lines
     /// are listed, not read (see [`ConfigTxt::effective_with`]).
     pub fn effective(&self, ctx: &FilterContext) -> BootSettings {
-        self.effective_with(ctx, &mut |name: &str| Err(format!("{name} was not read")))
+        self.effective_with(ctx, &mut |_: &str| {
+            Err(std::io::Error::other("includes are not read here"))
+        })
     }
 
     /// The boot settings in effect for `ctx`, reading every `include` that
@@ -986,7 +989,7 @@ initramfs initrd.img followkernel
         let config = parse(
             "[all]\narm_64bit=1\ncmdline=first.txt\ninclude syscfg.txt\ninclude usercfg.txt\n",
         );
-        let mut read = |name: &str| -> Result<Option<Vec<u8>>, String> {
+        let mut read = |name: &str| -> std::io::Result<Option<Vec<u8>>> {
             Ok(match name {
                 "syscfg.txt" => Some(b"enable_uart=1\ncmdline=cmdline.txt\n[pi4]\n".to_vec()),
                 "usercfg.txt" => Some(b"cmdline=pi4-only.txt\n".to_vec()),
@@ -1008,10 +1011,10 @@ initramfs initrd.img followkernel
     #[test]
     fn missing_includes_add_nothing_and_unreadable_or_looping_ones_are_unknown() {
         let config = parse("cmdline=a.txt\ninclude gone.txt\n[pi5]\ninclude pi5.txt\n");
-        let mut read = |name: &str| -> Result<Option<Vec<u8>>, String> {
+        let mut read = |name: &str| -> std::io::Result<Option<Vec<u8>>> {
             match name {
                 "gone.txt" => Ok(None),
-                _ => Err("permission denied".into()),
+                _ => Err(std::io::ErrorKind::PermissionDenied.into()),
             }
         };
         let pi4 = config.effective_with(&ctx("pi4"), &mut read);
@@ -1020,7 +1023,7 @@ initramfs initrd.img followkernel
         let pi5 = config.effective_with(&ctx("pi5"), &mut read);
         assert_eq!(pi5.unread_includes, ["pi5.txt"]);
         let looping = parse("include self.txt\n");
-        let mut read_self = |_: &str| -> Result<Option<Vec<u8>>, String> {
+        let mut read_self = |_: &str| -> std::io::Result<Option<Vec<u8>>> {
             Ok(Some(b"include self.txt\n".to_vec()))
         };
         let settings = looping.effective_with(&ctx("pi4"), &mut read_self);

@@ -33,14 +33,14 @@ pub(super) fn check_source<'a>(
         Ok(file) => match &file.parsed {
             Ok(fstab) => Some((fstab, file)),
             Err(err) => {
-                reasons.push(Reason::new("source-fstab", err.clone()).hint(
+                reasons.push(Reason::new("source-fstab", err.to_string()).hint(
                     "fix /etc/fstab on the source first; pimigrate edits it and will not guess",
                 ));
                 None
             }
         },
         Err(err) => {
-            reasons.push(Reason::new("source-fstab", err.clone()));
+            reasons.push(Reason::new("source-fstab", err.to_string()));
             None
         }
     };
@@ -49,14 +49,14 @@ pub(super) fn check_source<'a>(
             Ok(cmdline) => Some((cmdline, file)),
             Err(err) => {
                 reasons.push(
-                    Reason::new("source-cmdline", err.clone())
+                    Reason::new("source-cmdline", err.to_string())
                         .hint("the firmware reads this file to boot; fix it (one line with root=...) before migrating"),
                 );
                 None
             }
         },
         Err(err) => {
-            reasons.push(Reason::new("source-cmdline", err.clone()));
+            reasons.push(Reason::new("source-cmdline", err.to_string()));
             None
         }
     };

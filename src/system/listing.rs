@@ -3,7 +3,7 @@
 use super::disks::{Disk, Transport};
 use super::mounts::DevNo;
 use super::pi::PiInfo;
-use super::source::{BootFile, Reference};
+use super::source::{BootFile, BootFileError, Reference};
 use super::System;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -80,9 +80,9 @@ fn source_summary(system: &System) -> SourceSummary {
 }
 
 /// Why a boot file could not be read or parsed, if it could not.
-fn problem<T>(file: &Result<BootFile<T>, String>) -> Option<String> {
+fn problem<T>(file: &Result<BootFile<T>, BootFileError>) -> Option<String> {
     match file {
-        Err(err) => Some(err.clone()),
-        Ok(file) => file.parsed.as_ref().err().cloned(),
+        Err(err) => Some(err.to_string()),
+        Ok(file) => file.parsed.as_ref().err().map(|e| e.to_string()),
     }
 }

@@ -12,13 +12,30 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 /// A boot file as read: where it is, its bytes, and what they mean, or why
-/// they could not be understood (kept as text so a plan can show it).
+/// they could not be understood.
 #[derive(Debug, Clone)]
 pub struct BootFile<T> {
     /// View path, e.g. `/boot/firmware/cmdline.txt`.
     pub path: PathBuf,
     pub bytes: Vec<u8>,
-    pub parsed: Result<T, String>,
+    pub parsed: Result<T, BootFileError>,
+}
+
+/// Why the system's boot files cannot be used, as a plan or `verify`
+/// shows it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BootFileError {
+    /// Neither `ROOT/boot/firmware` nor `ROOT/boot` holds them.
+    #[error(
+        "no boot directory found: neither {root}/boot/firmware nor {root}/boot is mounted or \
+         holds cmdline.txt; mount the boot partition or pass --boot-dir"
+    )]
+    NoBootDir { root: String },
+    #[error("cannot read {}: {error}", path.display())]
+    Unreadable { path: PathBuf, error: String },
+    /// Read, but its contents are not what the parser takes: its reason.
+    #[error("{}: {reason}", path.display())]
+    Invalid { path: PathBuf, reason: String },
 }
 
 impl<T> BootFile<T> {
@@ -44,9 +61,9 @@ pub struct Source {
     /// False when the boot files sit in a plain directory of the root
     /// filesystem (the boot partition is not mounted).
     pub boot_is_mounted: bool,
-    pub fstab: Result<BootFile<Fstab>, String>,
+    pub fstab: Result<BootFile<Fstab>, BootFileError>,
     pub config_txt: Option<BootFile<ConfigTxt>>,
-    pub cmdline: Result<BootFile<Cmdline>, String>,
+    pub cmdline: Result<BootFile<Cmdline>, BootFileError>,
 }
 
 /// How one boot file names one device, and which devices that matches.
@@ -78,11 +95,7 @@ impl Source {
             .as_deref()
             .map(|dir| dir.join("config.txt"))
             .filter(|path| host.path(path).exists())
-            .map(|path| {
-                load(host, &path, |bytes| {
-                    ConfigTxt::parse(bytes).map_err(|e| e.to_string())
-                })
-            });
+            .map(|path| load(host, &path, |bytes| Ok(ConfigTxt::parse(bytes)?)));
         // Includes (Ubuntu's syscfg.txt) may name another cmdline= file.
         let settings = match (&config_txt, &boot_dir) {
             (Some(file), Some(dir)) => file
@@ -101,24 +114,26 @@ impl Source {
         };
         let cmdline = match &boot_dir {
             Some(dir) => Ok(load(host, &dir.join(cmdline_name(&settings)), |bytes| {
-                let cmdline = Cmdline::parse(bytes).map_err(|e| e.to_string())?;
-                cmdline.root().map_err(|e| e.to_string())?;
+                let cmdline = Cmdline::parse(bytes)?;
+                cmdline.root()?;
                 Ok(cmdline)
             })),
-            None => Err(format!(
-                "no boot directory found: neither {root}/boot/firmware nor {root}/boot is mounted or \
-                 holds cmdline.txt; mount the boot partition or pass --boot-dir",
-                root = root_dir.display().to_string().trim_end_matches('/')
-            )),
+            None => Err(BootFileError::NoBootDir {
+                root: root_dir
+                    .display()
+                    .to_string()
+                    .trim_end_matches('/')
+                    .to_string(),
+            }),
         };
         let fstab_path = root_dir.join("etc/fstab");
         let fstab = Ok(load(host, &fstab_path, |bytes| {
-            let fstab = Fstab::parse(bytes).map_err(|e| e.to_string())?;
+            let fstab = Fstab::parse(bytes)?;
             // No `/` line is how Arch Linux ARM ships it: the kernel mounts
             // root from root=. Two `/` lines are a mistake to fix.
             match fstab.root() {
                 Ok(_) | Err(FstabError::NoRootEntry) => Ok(fstab),
-                Err(err) => Err(err.to_string()),
+                Err(err) => Err(err.into()),
             }
         }));
         Source {
@@ -185,19 +200,22 @@ impl Source {
 pub fn include_reader<'a>(
     host: &'a Host,
     boot_dir: &'a Path,
-) -> impl FnMut(&str) -> Result<Option<Vec<u8>>, String> + 'a {
+) -> impl FnMut(&str) -> std::io::Result<Option<Vec<u8>>> + 'a {
     move |name: &str| {
         let relative = Path::new(name.trim_start_matches('/'));
         if relative
             .components()
             .any(|c| !matches!(c, std::path::Component::Normal(_)))
         {
-            return Err(format!("{name} is not a plain name on the boot partition"));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{name} is not a plain name on the boot partition"),
+            ));
         }
         match std::fs::read(host.path(boot_dir.join(relative))) {
             Ok(bytes) => Ok(Some(bytes)),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(err) => Err(format!("{name}: {err}")),
+            Err(err) => Err(err),
         }
     }
 }
@@ -206,17 +224,30 @@ fn cmdline_name(settings: &BootSettings) -> String {
     settings.cmdline_file()
 }
 
-fn load<T>(host: &Host, view: &Path, parse: impl Fn(&[u8]) -> Result<T, String>) -> BootFile<T> {
+/// What a parser of a boot file says is wrong with it.
+type ParseError = Box<dyn std::error::Error>;
+
+fn load<T>(
+    host: &Host,
+    view: &Path,
+    parse: impl Fn(&[u8]) -> Result<T, ParseError>,
+) -> BootFile<T> {
     match std::fs::read(host.path(view)) {
         Ok(bytes) => BootFile {
             path: view.to_path_buf(),
-            parsed: parse(&bytes).map_err(|e| format!("{}: {e}", view.display())),
+            parsed: parse(&bytes).map_err(|reason| BootFileError::Invalid {
+                path: view.to_path_buf(),
+                reason: reason.to_string(),
+            }),
             bytes,
         },
         Err(err) => BootFile {
             path: view.to_path_buf(),
             bytes: Vec::new(),
-            parsed: Err(format!("cannot read {}: {err}", view.display())),
+            parsed: Err(BootFileError::Unreadable {
+                path: view.to_path_buf(),
+                error: err.to_string(),
+            }),
         },
     }
 }

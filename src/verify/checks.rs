@@ -180,9 +180,9 @@ fn fstab_entries(system: &System, expected: &Expected) -> Vec<Check> {
     let fstab = match &system.source.fstab {
         Ok(file) => match &file.parsed {
             Ok(fstab) => fstab,
-            Err(err) => return vec![Check::fail(CODE, err.clone())],
+            Err(err) => return vec![Check::fail(CODE, err.to_string())],
         },
-        Err(err) => return vec![Check::fail(CODE, err.clone())],
+        Err(err) => return vec![Check::fail(CODE, err.to_string())],
     };
     let target = resolve(&expected.root_spec(), &system.disks);
     let mut checks = Vec::new();
