@@ -2,8 +2,10 @@
 //! written. `pimigrate plan` prints it; `migrate` prints the same value and
 //! hands it to the executor.
 
+mod boot_copy;
 mod boot_layout;
 pub mod edits;
+mod exclusions;
 mod firmware;
 pub mod geometry;
 pub mod ids;
@@ -14,8 +16,10 @@ pub mod refusal;
 pub mod regenerated;
 pub mod render;
 mod source_check;
+mod table;
 mod target;
 pub mod trial;
+mod warnings;
 
 pub use options::{Layout, Options, TableChoice, TrialChoice};
 pub use planner::{plan, plan_with_progress};

@@ -1,27 +1,34 @@
 //! From what is true about the machine and what the user asked, a plan or
 //! every reason there cannot be one. Pure but for the read-only checks of
 //! the target (is it busy?) and a metadata scan of the source.
+//!
+//! This file is the order of the steps; each step is its own module:
+//! the request checked (source, target, tools, table, firmware), the
+//! source scanned, the space checked, then the layout built (ids, table,
+//! mkfs, edits, the trial boot) and its warnings and notes gathered.
 
-use super::boot_layout::demands;
+use super::boot_copy::boot_copy;
+use super::boot_layout::{demands, LayoutDemands};
 use super::edits::plan_edits;
+use super::exclusions::exclusions;
 use super::firmware::{
-    boot_order_advice, check_full_move_bootable, choose_table, family_name, firmware_prerequisites,
+    boot_order_advice, check_full_move_bootable, choose_table, firmware_prerequisites,
 };
 use super::geometry::{self, Geometry};
-use super::ids::{new_ids, KnownIds, NewIds};
+use super::ids::{new_ids, KnownIds};
 use super::mkfs::mkfs_steps;
-use super::regenerated::raspi_firmware;
+use super::regenerated::{raspi_firmware, Regenerated};
 use super::source_check::{check_source, CheckedSource};
+use super::table::table_plan;
 use super::target::{check_target_is_free, identity, resolve_target};
 use super::trial::{trial_boot, wants_trial};
+use super::warnings::warnings;
 use super::*;
 use crate::space::SpaceCheck;
 use crate::system::disks::Disk;
-use crate::system::pi::{BootSupport, PiFamily};
-use crate::system::usage::{self, Exclusion};
+use crate::system::usage;
 use crate::system::System;
 use crate::units::binary;
-use std::path::Path;
 
 /// A plan, or a refusal listing every reason found.
 pub fn plan(system: &System, options: &Options) -> Result<Plan, Refusal> {
@@ -42,123 +49,40 @@ pub fn plan_with_progress(
     scan_progress: &mut dyn FnMut(&usage::Usage) -> std::ops::ControlFlow<()>,
 ) -> Result<Plan, Refusal> {
     let mut reasons = Vec::new();
-    let source = check_source(system, &mut reasons);
-    let trial = wants_trial(system, options);
-    let demands = source
-        .as_ref()
-        .map(|source| demands(source, options.layout, trial, &mut reasons))
-        .unwrap_or_default();
-    let target = match resolve_target(system, &options.target) {
-        Ok(disk) => disk,
-        Err(reason) => {
-            reasons.push(reason);
-            return Err(Refusal { reasons });
-        }
-    };
-    check_target_is_free(system, target, &mut reasons);
-    check_tools(options.layout, &mut reasons);
-    let (kind, table_reason) = match choose_table(system, target, options) {
-        Ok(choice) => choice,
-        Err(reason) => {
-            reasons.push(reason);
-            return Err(Refusal { reasons });
-        }
-    };
-    let mut firmware_notes = Vec::new();
-    let mut firmware_warnings = Vec::new();
-    if options.layout == Layout::Full {
-        if let Err(reason) = check_full_move_bootable(system, target) {
-            reasons.push(reason);
-        }
-        let config_txt = system
-            .source
-            .config_txt
-            .as_ref()
-            .map(|c| c.bytes.as_slice());
-        reasons.extend(firmware_prerequisites(
-            system,
-            config_txt,
-            target,
-            &mut firmware_notes,
-            &mut firmware_warnings,
-        ));
-    }
-    let geometry = geometry::compute(&geometry::Request {
-        disk_bytes: target.size_bytes,
-        sector_size: target.logical_sector_size,
-        kind,
-        layout: options.layout,
-        boot_bytes: options.boot_size,
-        root_bytes: options.root_size,
-    });
-    let geometry = match geometry {
-        Ok(geometry) => Some(geometry),
-        Err(reason) => {
-            reasons.push(reason);
-            None
-        }
+    let Some(request) = check_request(system, options, &mut reasons) else {
+        return Err(Refusal { reasons });
     };
     let exclusions = exclusions(system, options);
     // A refused plan still reports whether the source would fit, but from
     // the filesystem's own count: walking a whole root takes a while.
-    let scan = if reasons.is_empty() {
-        usage::scan_with_progress(&system.host, &system.mounts, &exclusions, scan_progress)
-    } else {
-        Ok(usage::Usage {
-            bytes: system.source_used_bytes.unwrap_or(0),
-            ..usage::Usage::default()
-        })
-    };
-    let scan = match scan {
-        Ok(scan) => Some(scan),
-        Err(err) => {
-            reasons.push(Reason::new(
-                "source-unreadable",
-                format!(
-                    "could not scan the source root {}: {err}",
-                    system.host.source_root.display()
-                ),
-            ));
-            None
-        }
-    };
+    let scan = scan_source(
+        system,
+        &exclusions,
+        reasons.is_empty(),
+        scan_progress,
+        &mut reasons,
+    );
+    let Request {
+        source,
+        trial,
+        demands,
+        target,
+        kind,
+        table_reason,
+        firmware,
+        geometry,
+    } = request;
     let (Some(source), Some(geometry), Some(scan)) = (source, geometry, scan) else {
         return Err(Refusal { reasons });
     };
     let ss = u64::from(target.logical_sector_size);
-    let root_extent = geometry
-        .extents
-        .iter()
-        .find(|e| e.role == PartitionRole::Root);
-    let root_bytes = root_extent.map(|e| e.sectors() * ss).unwrap_or(0);
-    let space = SpaceCheck::new(scan.bytes, root_bytes);
-    if !space.fits {
-        reasons.push(
-            Reason::new(
-                "target-too-small",
-                format!(
-                    "the system uses {} and needs {} free on the new root, but a {} root partition on {} holds only {}",
-                    binary(space.used_bytes),
-                    binary(space.required_bytes),
-                    binary(root_bytes),
-                    target.path.display(),
-                    binary(space.usable_bytes)
-                ),
-            )
-            .hint("choose a larger disk, or leave out large directories with --exclude"),
-        );
-    }
+    let space = check_space(target, &geometry, scan.bytes, &mut reasons);
     let boot_copy = match options.layout {
-        Layout::Full => match boot_copy(system, &source, &geometry, ss) {
-            Ok(copy) => Some(copy),
-            Err(reason) => {
-                reasons.push(reason);
-                None
-            }
-        },
+        Layout::Full => boot_copy(system, &source, &geometry, ss)
+            .map_err(|reason| reasons.push(reason))
+            .ok(),
         Layout::RootOnly => None,
     };
-
     let mut known = KnownIds::from_disks(&system.disks);
     let ids = match new_ids(&mut known, kind, &geometry, options) {
         Ok(ids) => ids,
@@ -172,35 +96,23 @@ pub fn plan_with_progress(
     }
     let table = table_plan(kind, table_reason, &geometry, &ids, target);
     let filesystems = mkfs_steps(system, &table, &ids, &known);
-    let edits = plan_edits(
+    let Changes {
+        mut edits,
+        trial_boot,
+        regenerated,
+    } = changes(
         system,
+        options,
         &source,
         &table,
         &filesystems,
-        options.layout,
         trial,
         demands.cmdline_ops,
-    );
-    let trial_boot = if trial {
-        Some(trial_boot(system, &source))
-    } else {
-        None
-    };
-    let regenerated = raspi_firmware(system, &source, &table, &filesystems, options.layout, trial);
-    let (mut edits, trial_boot, regenerated) = match (edits, trial_boot.transpose(), regenerated) {
-        (Ok(edits), Ok(trial_boot), Ok(regenerated)) => (edits, trial_boot, regenerated),
-        (edits, trial_boot, regenerated) => {
-            let reasons = [edits.err(), trial_boot.err(), regenerated.err()]
-                .into_iter()
-                .flatten()
-                .collect();
-            return Err(Refusal { reasons });
-        }
-    };
+    )?;
     let mut warnings = warnings(system, target, &geometry, options.layout);
-    warnings.extend(firmware_warnings);
+    warnings.extend(firmware.warnings);
     let mut notes = demands.notes;
-    notes.extend(firmware_notes);
+    notes.extend(firmware.notes);
     if let Some(regenerated) = regenerated {
         edits.push(regenerated.edit);
         notes.push(regenerated.note);
@@ -240,6 +152,195 @@ pub fn plan_with_progress(
     })
 }
 
+/// What the checks before the scan found, for the steps after it.
+struct Request<'a> {
+    source: Option<CheckedSource<'a>>,
+    trial: bool,
+    demands: LayoutDemands,
+    target: &'a Disk,
+    kind: TableKind,
+    table_reason: String,
+    firmware: FirmwareFindings,
+    geometry: Option<Geometry>,
+}
+
+/// What a full move's firmware checks had to say beside their refusals.
+#[derive(Default)]
+struct FirmwareFindings {
+    notes: Vec<String>,
+    warnings: Vec<String>,
+}
+
+/// The source, the target, the tools, the partition table and (for a full
+/// move) the firmware, every refusal added to `reasons`; `None` when the
+/// plan cannot go on to the scan at all (no target, no possible table).
+fn check_request<'a>(
+    system: &'a System,
+    options: &Options,
+    reasons: &mut Vec<Reason>,
+) -> Option<Request<'a>> {
+    let source = check_source(system, reasons);
+    let trial = wants_trial(system, options);
+    let demands = source
+        .as_ref()
+        .map(|source| demands(source, options.layout, trial, reasons))
+        .unwrap_or_default();
+    let target = resolve_target(system, &options.target)
+        .map_err(|reason| reasons.push(reason))
+        .ok()?;
+    check_target_is_free(system, target, reasons);
+    check_tools(options.layout, reasons);
+    let (kind, table_reason) = choose_table(system, target, options)
+        .map_err(|reason| reasons.push(reason))
+        .ok()?;
+    let mut firmware = FirmwareFindings::default();
+    if options.layout == Layout::Full {
+        if let Err(reason) = check_full_move_bootable(system, target) {
+            reasons.push(reason);
+        }
+        let config_txt = system
+            .source
+            .config_txt
+            .as_ref()
+            .map(|c| c.bytes.as_slice());
+        reasons.extend(firmware_prerequisites(
+            system,
+            config_txt,
+            target,
+            &mut firmware.notes,
+            &mut firmware.warnings,
+        ));
+    }
+    let geometry = geometry::compute(&geometry::Request {
+        disk_bytes: target.size_bytes,
+        sector_size: target.logical_sector_size,
+        kind,
+        layout: options.layout,
+        boot_bytes: options.boot_size,
+        root_bytes: options.root_size,
+    })
+    .map_err(|reason| reasons.push(reason))
+    .ok();
+    Some(Request {
+        source,
+        trial,
+        demands,
+        target,
+        kind,
+        table_reason,
+        firmware,
+        geometry,
+    })
+}
+
+/// The source root's files and bytes: walked when nothing is refused yet,
+/// else the filesystem's own count.
+fn scan_source(
+    system: &System,
+    exclusions: &[usage::Exclusion],
+    walk: bool,
+    scan_progress: &mut dyn FnMut(&usage::Usage) -> std::ops::ControlFlow<()>,
+    reasons: &mut Vec<Reason>,
+) -> Option<usage::Usage> {
+    let scan = if walk {
+        usage::scan_with_progress(&system.host, &system.mounts, exclusions, scan_progress)
+    } else {
+        Ok(usage::Usage {
+            bytes: system.source_used_bytes.unwrap_or(0),
+            ..usage::Usage::default()
+        })
+    };
+    scan.map_err(|err| {
+        reasons.push(Reason::new(
+            "source-unreadable",
+            format!(
+                "could not scan the source root {}: {err}",
+                system.host.source_root.display()
+            ),
+        ))
+    })
+    .ok()
+}
+
+/// Whether `used_bytes` fit on the planned root partition; a refusal
+/// with the figures when not.
+fn check_space(
+    target: &Disk,
+    geometry: &Geometry,
+    used_bytes: u64,
+    reasons: &mut Vec<Reason>,
+) -> SpaceCheck {
+    let ss = u64::from(target.logical_sector_size);
+    let root_extent = geometry
+        .extents
+        .iter()
+        .find(|e| e.role == PartitionRole::Root);
+    let root_bytes = root_extent.map(|e| e.sectors() * ss).unwrap_or(0);
+    let space = SpaceCheck::new(used_bytes, root_bytes);
+    if !space.fits {
+        reasons.push(
+            Reason::new(
+                "target-too-small",
+                format!(
+                    "the system uses {} and needs {} free on the new root, but a {} root partition on {} holds only {}",
+                    binary(space.used_bytes),
+                    binary(space.required_bytes),
+                    binary(root_bytes),
+                    target.path.display(),
+                    binary(space.usable_bytes)
+                ),
+            )
+            .hint("choose a larger disk, or leave out large directories with --exclude"),
+        );
+    }
+    space
+}
+
+/// The plan's changes to files: the boot files' and fstab's edits, the
+/// trial boot, and the edit of a config file that regenerates cmdline.txt.
+struct Changes {
+    edits: Vec<FileEdit>,
+    trial_boot: Option<TrialBoot>,
+    regenerated: Option<Regenerated>,
+}
+
+/// [`Changes`] for the planned table and filesystems, or the refusal of
+/// every part that cannot be made.
+fn changes(
+    system: &System,
+    options: &Options,
+    source: &CheckedSource,
+    table: &TablePlan,
+    filesystems: &[MkfsStep],
+    trial: bool,
+    cmdline_ops: Vec<EditOperation>,
+) -> Result<Changes, Refusal> {
+    let edits = plan_edits(
+        system,
+        source,
+        table,
+        filesystems,
+        options.layout,
+        trial,
+        cmdline_ops,
+    );
+    let trial_boot = trial.then(|| trial_boot(system, source)).transpose();
+    let regenerated = raspi_firmware(system, source, table, filesystems, options.layout, trial);
+    match (edits, trial_boot, regenerated) {
+        (Ok(edits), Ok(trial_boot), Ok(regenerated)) => Ok(Changes {
+            edits,
+            trial_boot,
+            regenerated,
+        }),
+        (edits, trial_boot, regenerated) => Err(Refusal {
+            reasons: [edits.err(), trial_boot.err(), regenerated.err()]
+                .into_iter()
+                .flatten()
+                .collect(),
+        }),
+    }
+}
+
 fn check_tools(layout: Layout, reasons: &mut Vec<Reason>) {
     let mut needed = vec!["mkfs.ext4"];
     if layout == Layout::Full {
@@ -254,223 +355,4 @@ fn check_tools(layout: Layout, reasons: &mut Vec<Reason>) {
             );
         }
     }
-}
-
-fn exclusions(system: &System, options: &Options) -> Vec<Exclusion> {
-    let mut list = usage::default_exclusions();
-    let root = &system.host.source_root;
-    for swap in system.swaps.iter().filter(|s| s.kind == "file") {
-        if let Ok(relative) = swap.path.strip_prefix(root) {
-            let path = Path::new("/").join(relative);
-            if !list.iter().any(|e| e.path == path) {
-                list.push(Exclusion::new(
-                    &path.to_string_lossy(),
-                    false,
-                    "active swap file",
-                ));
-            }
-        }
-    }
-    // Boot files sitting in a plain directory of the root filesystem (an
-    // image whose boot partition is not mounted) are not part of root.
-    if let Some(boot_dir) = &system.source.boot_dir {
-        if !system.source.boot_is_mounted {
-            if let Ok(relative) = boot_dir.strip_prefix(root) {
-                let path = Path::new("/").join(relative);
-                list.push(Exclusion::new(
-                    &path.to_string_lossy(),
-                    true,
-                    "boot files (copied to the boot partition, if at all)",
-                ));
-            }
-        }
-    }
-    for exclude in &options.excludes {
-        let path = Path::new("/").join(exclude.strip_prefix("/").unwrap_or(exclude));
-        list.push(Exclusion::new(&path.to_string_lossy(), false, "--exclude"));
-    }
-    list
-}
-
-fn boot_copy(
-    system: &System,
-    source: &CheckedSource,
-    geometry: &Geometry,
-    ss: u64,
-) -> Result<BootCopy, Reason> {
-    let boot_dir = system.host.path(source.boot_dir);
-    let (mut bytes, mut files) = (0u64, 0u64);
-    for entry in walkdir::WalkDir::new(&boot_dir).into_iter() {
-        let entry = entry.map_err(|err| {
-            Reason::new(
-                "source-unreadable",
-                format!(
-                    "could not read the boot files in {}: {err}",
-                    source.boot_dir.display()
-                ),
-            )
-        })?;
-        if entry.file_type().is_file() {
-            files += 1;
-            bytes += entry.metadata().map(|m| m.len()).unwrap_or(0);
-        }
-    }
-    let boot = geometry
-        .extents
-        .iter()
-        .find(|e| e.role == PartitionRole::Boot);
-    let partition_bytes = boot.map(|e| e.sectors() * ss).unwrap_or(0);
-    // FAT32 keeps two FATs and rounds files up to clusters: ask for 10 % room.
-    if bytes + bytes / 10 > partition_bytes {
-        return Err(Reason::new(
-            "boot-too-small",
-            format!(
-                "the boot files take {}, more than the {} boot partition holds",
-                binary(bytes),
-                binary(partition_bytes)
-            ),
-        )
-        .hint("give a larger --boot-size"));
-    }
-    Ok(BootCopy {
-        from: source.boot_dir.to_path_buf(),
-        to_partition: 1,
-        bytes,
-        files,
-    })
-}
-
-fn table_plan(
-    kind: TableKind,
-    reason: String,
-    geometry: &Geometry,
-    ids: &NewIds,
-    target: &Disk,
-) -> TablePlan {
-    let ss = u64::from(target.logical_sector_size);
-    let partitions = geometry
-        .extents
-        .iter()
-        .enumerate()
-        .map(|(index, extent)| {
-            let (type_id, type_name) = match (kind, extent.role) {
-                (TableKind::Mbr, PartitionRole::Boot) => {
-                    ("0x0c".to_string(), "W95 FAT32 (LBA)".to_string())
-                }
-                (TableKind::Mbr, PartitionRole::Root) => ("0x83".to_string(), "Linux".to_string()),
-                (TableKind::Gpt, _) => ids.gpt_types[index].clone(),
-            };
-            PlannedPartition {
-                number: index as u32 + 1,
-                role: extent.role,
-                start_sector: extent.start,
-                end_sector: extent.end,
-                size_bytes: extent.sectors() * ss,
-                type_id,
-                type_name,
-                partuuid: ids.partuuids[index].clone(),
-                name: (kind == TableKind::Gpt).then(|| match extent.role {
-                    PartitionRole::Boot => "boot".to_string(),
-                    PartitionRole::Root => "root".to_string(),
-                }),
-            }
-        })
-        .collect();
-    TablePlan {
-        kind,
-        reason,
-        disk_id: ids.disk_id.clone(),
-        sector_size: target.logical_sector_size,
-        alignment_bytes: geometry::ALIGNMENT_BYTES,
-        partitions,
-    }
-}
-
-fn warnings(system: &System, target: &Disk, geometry: &Geometry, layout: Layout) -> Vec<String> {
-    let mut warnings = Vec::new();
-    let existing: Vec<String> = target
-        .partitions
-        .iter()
-        .map(|p| {
-            let name = p
-                .path
-                .as_ref()
-                .map(|p| p.display().to_string())
-                .unwrap_or(format!("partition {}", p.number));
-            let what = crate::units::join_present([p.fstype.as_deref(), p.label.as_deref()]);
-            format!(
-                "{name} ({}{}{})",
-                binary(p.size_bytes),
-                if what.is_empty() { "" } else { ", " },
-                what
-            )
-        })
-        .collect();
-    if !existing.is_empty() {
-        warnings.push(format!(
-            "everything on {} will be erased: {}",
-            target.path.display(),
-            existing.join(", ")
-        ));
-    }
-    if geometry.limited_by_mbr {
-        warnings.push(format!(
-            "MBR describes only the first 2 TiB: {} of {} stays unused",
-            binary(geometry.unused_bytes),
-            target.path.display()
-        ));
-    }
-    if layout == Layout::RootOnly {
-        warnings.push(
-            "root-only move: the SD card keeps the boot partition and must stay in the Pi".into(),
-        );
-    }
-    match system.pi.family {
-        PiFamily::NotAPi => warnings.push(
-            "this is not a Raspberry Pi (no Pi model in the device tree): what the firmware can boot from is not checked".into(),
-        ),
-        PiFamily::UnknownPi => warnings.push(format!(
-            "{} is a model this version does not know: boot support is not checked",
-            family_name(system)
-        )),
-        _ => {}
-    }
-    if layout == Layout::Full
-        && target.transport == crate::system::disks::Transport::Usb
-        && system.pi.can_boot.usb == BootSupport::NeedsOtp
-    {
-        warnings.push(
-            "this Pi boots from USB only after the one-time, irreversible OTP setting program_usb_boot_mode=1; \
-             `vcgencmd otp_dump | grep 17:` shows 3020000a once it is set"
-                .into(),
-        );
-    }
-    if let Some(usb) = &target.usb {
-        if let Some((generation, best)) = usb.slow_link() {
-            warnings.push(format!(
-                "{} runs at {generation} speed ({} Mbit/s): expect {best} at best; use a blue USB 3 port if the Pi has one",
-                target.path.display(),
-                usb.speed_mbps.unwrap_or(0)
-            ));
-        }
-    }
-    for reference in system.source.references(&system.disks) {
-        match reference.matches.len() {
-            1 => {}
-            0 => warnings.push(format!(
-                "{} names {}, which no attached disk has",
-                reference.place, reference.spec
-            )),
-            _ => warnings.push(format!(
-                "{} names {}, which several attached devices have ({}): the kernel may pick either",
-                reference.place,
-                reference.spec,
-                reference.matches.join(", ")
-            )),
-        }
-    }
-    if !system.source.boot_is_mounted && system.host.boot_dir.is_none() {
-        warnings.push("the boot partition is not mounted; the boot files were read from a directory of the root filesystem".into());
-    }
-    warnings
 }
