@@ -346,7 +346,7 @@ fn the_real_raspi_firmware_hook_keeps_the_new_root_after_a_migration() {
         plan.edits
             .iter()
             .find(|e| {
-                e.file == Path::new(file)
+                e.file == pimigrate::plan::PartitionPath::known(file)
                     && (file != "/cmdline.txt" || e.site != pimigrate::plan::EditSite::TargetRoot)
             })
             .unwrap()

@@ -5,12 +5,13 @@
 //! and disk signature the fixture's ids come from), and breaks one thing.
 
 use crate::common;
+use pimigrate::plan::PartitionPath;
 
 use common::*;
 use pimigrate::apply::journal::{Journal, Step};
 use pimigrate::plan::Plan;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Output;
 
 const STATE_DIR: &str = "/var/lib/pimigrate";
@@ -394,8 +395,8 @@ fn commit_makes_the_trial_permanent_and_rollback_still_restores() {
     let journal = pi.journal();
     assert!(journal.committed.is_some());
     assert_eq!(
-        journal.backups.get(Path::new("/cmdline.txt")),
-        Some(&PathBuf::from("/cmdline.txt.pimigrate-backup"))
+        journal.backups.get(&PartitionPath::known("/cmdline.txt")),
+        Some(&PartitionPath::known("/cmdline.txt.pimigrate-backup"))
     );
 
     // The next (normal) boot reads cmdline.txt: still a pass, nothing to commit.
@@ -431,8 +432,8 @@ fn a_commit_cut_short_after_its_swap_is_finished_by_the_next_normal_boot() {
     let pi = Machine::new();
     pi.change_journal(|j| {
         j.backups.insert(
-            PathBuf::from("/cmdline.txt"),
-            PathBuf::from("/cmdline.txt.pimigrate-backup"),
+            PartitionPath::known("/cmdline.txt"),
+            PartitionPath::known("/cmdline.txt.pimigrate-backup"),
         );
     });
     pi.write(
@@ -840,4 +841,70 @@ fn a_raspi_firmware_rootpart_that_disagrees_with_cmdline_txt_warns() {
         warning(&report, "regenerated-cmdline-differs").is_none(),
         "{report:#}"
     );
+}
+
+/// A journal written by an older pimigrate (`pimigrate.journal/1`) named
+/// the files it created as the system saw them
+/// (`/boot/firmware/tryboot.txt`); it still reads, and `rollback` from it
+/// removes them from the boot partition and restores the backups.
+#[test]
+fn a_version_1_journal_still_reads_and_rolls_back() {
+    let pi = Machine::new();
+    let path = pi.path(STATE_DIR).join("migration.json");
+    let mut old: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    old["schema"] = "pimigrate.journal/1".into();
+    old["created"] = serde_json::json!([
+        "/boot/firmware/cmdline.pimigrate.txt",
+        "/boot/firmware/tryboot.txt"
+    ]);
+    old["backups"] = serde_json::json!({"/cmdline.txt": "/cmdline.txt.pimigrate-backup"});
+    std::fs::write(&path, serde_json::to_vec_pretty(&old).unwrap()).unwrap();
+    pi.write(
+        "/boot/firmware/tryboot.txt",
+        "[all]\ncmdline=cmdline.pimigrate.txt\n",
+    );
+    pi.write("/boot/firmware/cmdline.pimigrate.txt", "root=/dev/sda1\n");
+    let migrated = pi.read("/boot/firmware/cmdline.txt");
+    pi.write(
+        "/boot/firmware/cmdline.txt.pimigrate-backup",
+        ORIGINAL_CMDLINE,
+    );
+    pi.write(
+        "/boot/firmware/cmdline.txt",
+        &migrated.replace("root=", "root=X"),
+    );
+
+    let journal = pi.journal();
+    assert_eq!(
+        journal.created,
+        [
+            PartitionPath::known("/cmdline.pimigrate.txt"),
+            PartitionPath::known("/tryboot.txt")
+        ]
+    );
+    let output = pi.run(&["rollback", "--yes"]);
+    assert_eq!(exit_code(&output), 0, "{}", stderr(&output));
+    assert!(!pi.path("/boot/firmware/tryboot.txt").exists());
+    assert!(!pi.path("/boot/firmware/cmdline.pimigrate.txt").exists());
+    assert_eq!(pi.read("/boot/firmware/cmdline.txt"), ORIGINAL_CMDLINE);
+
+    // One that names a file outside its boot directory is refused, not
+    // followed.
+    let pi = Machine::new();
+    let mut bad: Value = serde_json::from_slice(&std::fs::read(path_of(&pi)).unwrap()).unwrap();
+    bad["schema"] = "pimigrate.journal/1".into();
+    bad["created"] = serde_json::json!(["/etc/fstab"]);
+    std::fs::write(path_of(&pi), serde_json::to_vec(&bad).unwrap()).unwrap();
+    let output = pi.run(&["rollback", "--yes"]);
+    assert_ne!(exit_code(&output), 0);
+    assert!(
+        stderr(&output).contains("is not in the boot directory /boot/firmware"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(pi.path("/etc/fstab").exists());
+}
+
+fn path_of(pi: &Machine) -> PathBuf {
+    pi.path(STATE_DIR).join("migration.json")
 }

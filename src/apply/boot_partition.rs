@@ -4,17 +4,18 @@
 //!
 //! A [`BootWriter`] is the permission to write there (bootupd's
 //! `StateLockGuard`): it exists only while the state directory's lock is
-//! held. Every file is named relative to the boot directory (`/cmdline.txt`)
-//! and resolved inside it component by component; every change is atomic
-//! (back up, write a temporary file, rename over, flush the renamed file
-//! and the directory: [`atomic`] says why), and
+//! held. Every file is a [`PartitionPath`] (`/cmdline.txt`: plain names
+//! inside the boot directory), turned into a path here and nowhere else;
+//! every change is atomic (back up, write a temporary file, rename over,
+//! flush the renamed file and the directory: [`atomic`] says why), and
 //! backups are named by [`crate::plan::edits::backup_name`], the one rule.
 
 use super::atomic;
 use super::journal::Journal;
 use crate::host::Host;
-use anyhow::{bail, Context, Result};
-use std::path::{Component, Path, PathBuf};
+use crate::plan::PartitionPath;
+use anyhow::{Context, Result};
+use std::path::{Path, PathBuf};
 
 /// The boot partition's own fail points ([`crate::failpoint`]): a power cut
 /// there is what the testbed's power-cut scenarios prove harmless.
@@ -54,8 +55,6 @@ impl StateLock {
 /// The permission to change the files of one boot directory.
 pub struct BootWriter<'lock> {
     _lock: &'lock StateLock,
-    /// The boot directory as seen by the inspected system (`/boot/firmware`).
-    view: PathBuf,
     /// The same directory as this process opens it.
     dir: PathBuf,
 }
@@ -65,78 +64,49 @@ impl<'lock> BootWriter<'lock> {
     pub fn new(lock: &'lock StateLock, host: &Host, boot_dir: &Path) -> BootWriter<'lock> {
         BootWriter {
             _lock: lock,
-            view: boot_dir.to_path_buf(),
             dir: host.path(boot_dir),
         }
     }
 
-    /// `/cmdline.txt` → the file to open. Only plain names below the boot
-    /// directory: a `..` or a prefix is refused, never followed out.
-    pub fn resolve(&self, file: &Path) -> Result<PathBuf> {
-        let mut path = self.dir.clone();
-        for component in file.components() {
-            match component {
-                Component::RootDir | Component::CurDir => {}
-                Component::Normal(name) => path.push(name),
-                Component::ParentDir | Component::Prefix(_) => bail!(
-                    "{} is not a file inside the boot directory {}",
-                    file.display(),
-                    self.dir.display()
-                ),
-            }
-        }
-        if path == self.dir {
-            bail!("{} names the boot directory itself", file.display());
-        }
-        Ok(path)
+    /// `/cmdline.txt` → the file to open: the one place a name inside the
+    /// boot partition becomes a path on this machine ([`PartitionPath`]
+    /// holds plain names only, so it cannot lead out of the directory).
+    pub fn resolve(&self, file: &PartitionPath) -> PathBuf {
+        file.under(&self.dir)
     }
 
-    /// A path the journal records (`/boot/firmware/tryboot.txt`, as the
-    /// inspected system sees it) as a name inside the boot directory.
-    pub fn relative<'p>(&self, recorded: &'p Path) -> Result<&'p Path> {
-        recorded.strip_prefix(&self.view).with_context(|| {
-            format!(
-                "{} is not on the boot partition {}",
-                recorded.display(),
-                self.view.display()
-            )
-        })
+    pub fn exists(&self, file: &PartitionPath) -> bool {
+        self.resolve(file).exists()
     }
 
-    pub fn exists(&self, file: &Path) -> Result<bool> {
-        Ok(self.resolve(file)?.exists())
-    }
-
-    pub fn read(&self, file: &Path) -> Result<Vec<u8>> {
-        let path = self.resolve(file)?;
+    pub fn read(&self, file: &PartitionPath) -> Result<Vec<u8>> {
+        let path = self.resolve(file);
         std::fs::read(&path).with_context(|| format!("reading {}", path.display()))
     }
 
     /// The backup of `file`: the one the journal already names (its first
     /// backup is the version that booted), or a new name by the one rule.
-    pub fn backup_name(&self, journal: &Journal, file: &Path) -> PathBuf {
+    pub fn backup_name(&self, journal: &Journal, file: &PartitionPath) -> PartitionPath {
         if let Some(backup) = journal.backups.get(file) {
             return backup.clone();
         }
-        crate::plan::edits::backup_name(file, |candidate| {
-            self.resolve(candidate).is_ok_and(|path| path.exists())
-        })
+        crate::plan::edits::backup_name(file, |candidate| self.exists(candidate))
     }
 
     /// Copies `file` to `backup`, unless that backup is there already.
-    pub fn backup(&self, file: &Path, backup: &Path) -> Result<()> {
-        atomic::backup(&self.resolve(file)?, &self.resolve(backup)?, BOOT_BACKUP)
+    pub fn backup(&self, file: &PartitionPath, backup: &PartitionPath) -> Result<()> {
+        atomic::backup(&self.resolve(file), &self.resolve(backup), BOOT_BACKUP)
     }
 
     /// Atomically replaces (or creates) `file`.
-    pub fn replace(&self, file: &Path, bytes: &[u8]) -> Result<()> {
-        atomic::replace(&self.resolve(file)?, bytes, BOOT_FILE)
+    pub fn replace(&self, file: &PartitionPath, bytes: &[u8]) -> Result<()> {
+        atomic::replace(&self.resolve(file), bytes, BOOT_FILE)
     }
 
     /// Puts `backup` back as `file` and removes it; false when there is no
     /// such backup (then the file it guards was never replaced either).
-    pub fn restore(&self, file: &Path, backup: &Path) -> Result<bool> {
-        let saved = self.resolve(backup)?;
+    pub fn restore(&self, file: &PartitionPath, backup: &PartitionPath) -> Result<bool> {
+        let saved = self.resolve(backup);
         if !saved.exists() {
             return Ok(false);
         }
@@ -148,8 +118,8 @@ impl<'lock> BootWriter<'lock> {
     }
 
     /// Removes `file`; false when it was not there.
-    pub fn remove(&self, file: &Path) -> Result<bool> {
-        let path = self.resolve(file)?;
+    pub fn remove(&self, file: &PartitionPath) -> Result<bool> {
+        let path = self.resolve(file);
         match std::fs::remove_file(&path) {
             Ok(()) => Ok(true),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(false),
@@ -177,23 +147,19 @@ pub fn restore(writer: &BootWriter, journal: &Journal) -> Result<Vec<String>> {
         if writer.restore(file, backup)? {
             done.push(format!(
                 "restored {} from {}",
-                writer.resolve(file)?.display(),
-                writer.resolve(backup)?.display()
+                writer.resolve(file).display(),
+                writer.resolve(backup).display()
             ));
         }
     }
-    for created in &journal.created {
-        let file = writer.relative(created)?;
-        // A created file that also has a backup was put back above.
-        if journal
-            .backups
-            .keys()
-            .any(|f| f.strip_prefix("/").unwrap_or(f) == file)
-        {
-            continue;
-        }
+    // A created file that also has a backup was put back above.
+    for file in journal
+        .created
+        .iter()
+        .filter(|f| !journal.backups.contains_key(f))
+    {
         if writer.remove(file)? {
-            done.push(format!("removed {}", writer.resolve(file)?.display()));
+            done.push(format!("removed {}", writer.resolve(file).display()));
         }
     }
     writer.sync();
@@ -224,18 +190,12 @@ mod tests {
         let host = Host::with_root(root.path());
         let writer = BootWriter::new(&lock, &host, Path::new("/boot/firmware"));
         assert_eq!(
-            writer.resolve(Path::new("/cmdline.txt")).unwrap(),
+            writer.resolve(&PartitionPath::known("/cmdline.txt")),
             root.path().join("boot/firmware/cmdline.txt")
         );
-        assert!(writer.resolve(Path::new("/../etc/fstab")).is_err());
-        assert!(writer.resolve(Path::new("/")).is_err());
-        assert_eq!(
-            writer
-                .relative(Path::new("/boot/firmware/tryboot.txt"))
-                .unwrap(),
-            Path::new("tryboot.txt")
-        );
-        assert!(writer.relative(Path::new("/etc/fstab")).is_err());
+        // A name that leaves the directory is not a PartitionPath at all.
+        assert!(PartitionPath::new("/../etc/fstab").is_err());
+        assert!(PartitionPath::new("/").is_err());
     }
 
     #[test]

@@ -14,7 +14,7 @@ use super::reread::{reread_partition_table, wait_for_partitions, ReReadOutcome};
 use super::{atomic, table, wipe};
 use crate::host::Host;
 use crate::plan::trial::{self, CONFIG_TXT};
-use crate::plan::{edits, EditSite, FileEdit, PartitionRole, Plan, TargetIdentity};
+use crate::plan::{edits, EditSite, FileEdit, PartitionPath, PartitionRole, Plan, TargetIdentity};
 use crate::system::disks::Transport;
 use crate::system::System;
 use anyhow::{bail, Context, Result};
@@ -408,22 +408,21 @@ fn copy_boot_files(from: &Path, to: &Path) -> Result<()> {
 /// Applies an edit to a file on a filesystem mounted at `root`, keeping the
 /// original next to it.
 fn edit_in_place(root: &Path, edit: &FileEdit) -> Result<()> {
-    let inside = |p: &Path| root.join(p.strip_prefix("/").unwrap_or(p));
-    let file = inside(&edit.file);
+    let file = edit.file.under(root);
     let current = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
     let edited = edits::apply(&current, &edit.operations)
         .with_context(|| format!("editing {}", file.display()))?;
     if let Some(backup) = &edit.backup {
-        atomic::backup(&file, &inside(backup), atomic::BACKUP)?;
+        atomic::backup(&file, &backup.under(root), atomic::BACKUP)?;
     }
-    atomic::replace(&inside(&edit.output), &edited, atomic::FILE)
+    atomic::replace(&edit.output.under(root), &edited, atomic::FILE)
 }
 
 /// What the last step writes to the SD card's boot partition: paths as seen
 /// from the partition's root.
 struct SourceBootWrites {
-    backups: Vec<(PathBuf, PathBuf)>,
-    writes: Vec<(PathBuf, Vec<u8>)>,
+    backups: Vec<(PartitionPath, PartitionPath)>,
+    writes: Vec<(PartitionPath, Vec<u8>)>,
 }
 
 /// Works out the last step of a root-only move (a trial boot's files, or
@@ -437,34 +436,35 @@ fn prepare_source_boot(
     plan: &Plan,
     model: Option<&str>,
 ) -> Result<SourceBootWrites> {
-    let on_boot = |p: &Path| journal.boot_dir.join(p.strip_prefix("/").unwrap_or(p));
     let current = sd_boot.read(&edit.file)?;
     let edited = edits::apply(&current, &edit.operations)?;
     let (backups, created, writes) = match &plan.trial_boot {
         Some(trial) => {
             let config = sd_boot
-                .read(Path::new(CONFIG_TXT))
+                .read(&PartitionPath::known(CONFIG_TXT))
                 .context("reading config.txt")?;
             // Includes are read from the SD card as they are now, like
             // config.txt itself, through the boot partition's one reader.
             let mut read = |name: &str| -> std::io::Result<Option<Vec<u8>>> {
-                let file = Path::new("/").join(name.trim_start_matches('/'));
-                let unreadable = |e: anyhow::Error| std::io::Error::other(format!("{e:#}"));
+                let file = PartitionPath::new(name)
+                    .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
                 match sd_boot.exists(&file) {
-                    Ok(false) => Ok(None),
-                    Ok(true) => sd_boot.read(&file).map(Some).map_err(unreadable),
-                    Err(e) => Err(unreadable(e)),
+                    false => Ok(None),
+                    true => sd_boot
+                        .read(&file)
+                        .map(Some)
+                        .map_err(|e| std::io::Error::other(format!("{e:#}"))),
                 }
             };
             let tryboot = trial::tryboot_contents(&config, model, &mut read)?.bytes;
-            let mut created = vec![on_boot(Path::new(trial::TRIAL_CMDLINE))];
+            let mut created = vec![trial.cmdline_file.clone()];
             let mut backups = Vec::new();
             match &trial.backup {
                 Some(backup) => backups.push((trial.tryboot_file.clone(), backup.clone())),
-                None => created.push(on_boot(&trial.tryboot_file)),
+                None => created.push(trial.tryboot_file.clone()),
             }
             let writes = vec![
-                (PathBuf::from(trial::TRIAL_CMDLINE), edited),
+                (trial.cmdline_file.clone(), edited),
                 (trial.tryboot_file.clone(), tryboot),
             ];
             (backups, created, writes)

@@ -2,13 +2,18 @@
 //! resumed (`migrate --resume`) or undone (`rollback`). Written atomically
 //! after every step; a copy goes onto the new root filesystem at the end.
 
-use crate::plan::Plan;
+use crate::plan::{PartitionPath, Plan};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-pub const JOURNAL_SCHEMA: &str = "pimigrate.journal/1";
+/// Version 2 names the files it created inside the boot partition
+/// (`/tryboot.txt`), as its backups always were; version 1 named them as
+/// the system saw them (`/boot/firmware/tryboot.txt`), and still reads
+/// ([`upgrade_v1`]).
+pub const JOURNAL_SCHEMA: &str = "pimigrate.journal/2";
+const JOURNAL_SCHEMA_V1: &str = "pimigrate.journal/1";
 pub const JOURNAL_FILE: &str = "migration.json";
 
 /// The steps of a migration, in order.
@@ -38,15 +43,45 @@ pub struct Journal {
     pub source_root: PathBuf,
     pub boot_dir: PathBuf,
     pub done: Vec<Step>,
-    /// Backups written, so `rollback` knows what to restore (view paths).
-    pub backups: BTreeMap<PathBuf, PathBuf>,
+    /// Backups written on the source's boot partition, file → backup, so
+    /// `rollback` knows what to restore.
+    pub backups: BTreeMap<PartitionPath, PartitionPath>,
     /// Files created on the source's boot partition, which `rollback` removes.
-    pub created: Vec<PathBuf>,
+    pub created: Vec<PartitionPath>,
     /// When `verify --commit` made a trial boot permanent (Unix time).
     #[serde(default)]
     pub committed: Option<u64>,
     pub started: u64,
     pub updated: u64,
+}
+
+/// Version 1's `created` held view paths (`/boot/firmware/tryboot.txt`):
+/// each becomes the name inside its `boot_dir` (`/tryboot.txt`).
+fn upgrade_v1(journal: &mut serde_json::Value) -> Result<()> {
+    let boot_dir = PathBuf::from(
+        journal["boot_dir"]
+            .as_str()
+            .context("a version 1 journal without its boot_dir")?,
+    );
+    if let Some(created) = journal["created"].as_array_mut() {
+        for entry in created {
+            let view = PathBuf::from(
+                entry
+                    .as_str()
+                    .context("a created file that is not a path")?,
+            );
+            let inside = view.strip_prefix(&boot_dir).with_context(|| {
+                format!(
+                    "the created file {} is not in the boot directory {}",
+                    view.display(),
+                    boot_dir.display()
+                )
+            })?;
+            *entry = serde_json::to_value(PartitionPath::new(inside)?)?;
+        }
+    }
+    journal["schema"] = JOURNAL_SCHEMA.into();
+    Ok(())
 }
 
 pub fn now() -> u64 {
@@ -89,13 +124,22 @@ impl Journal {
                 return Err(err).with_context(|| format!("reading the journal {}", path.display()))
             }
         };
-        let journal: Journal = serde_json::from_slice(&bytes).with_context(|| {
+        let journal = Journal::from_bytes(&bytes).with_context(|| {
             format!(
                 "the journal {} is damaged; move it away to start over",
                 path.display()
             )
         })?;
         Ok(Some(journal))
+    }
+
+    /// A journal of this version or of version 1 (upgraded as it is read).
+    pub fn from_bytes(bytes: &[u8]) -> Result<Journal> {
+        let mut value: serde_json::Value = serde_json::from_slice(bytes)?;
+        if value["schema"] == JOURNAL_SCHEMA_V1 {
+            upgrade_v1(&mut value)?;
+        }
+        Ok(serde_json::from_value(value)?)
     }
 
     /// Writes the journal atomically (a power cut leaves the old or the new).

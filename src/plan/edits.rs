@@ -5,13 +5,13 @@ use super::options::Layout;
 use super::refusal::Reason;
 use super::source_check::CheckedSource;
 use super::trial::TRIAL_CMDLINE;
-use super::{EditOperation, EditSite, FileEdit, MkfsStep, PartitionRole, TablePlan};
+use super::{EditOperation, EditSite, FileEdit, MkfsStep, PartitionPath, PartitionRole, TablePlan};
 use crate::bootcfg::cmdline::CmdlineError;
 use crate::bootcfg::defaults::{Defaults, DefaultsError};
 use crate::bootcfg::fstab::FstabError;
 use crate::bootcfg::{unified_diff, Cmdline, DeviceSpec, Fstab};
 use crate::system::System;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// How the target's root (or boot) partition is named in a boot file that
 /// named the source's as `old`. UUID stays UUID (the new filesystem's);
@@ -98,9 +98,9 @@ pub fn apply(bytes: &[u8], operations: &[EditOperation]) -> Result<Vec<u8>, Edit
 /// Builds one edit and its diff against the file as it is now.
 pub struct EditTarget<'a> {
     pub site: EditSite,
-    pub file: &'a Path,
-    pub output: &'a Path,
-    pub backup: Option<PathBuf>,
+    pub file: &'a PartitionPath,
+    pub output: &'a PartitionPath,
+    pub backup: Option<PartitionPath>,
     pub device: String,
 }
 
@@ -113,8 +113,8 @@ pub fn file_edit(
     Ok(FileEdit {
         site: target.site,
         diff: diff_files(target.file, target.output, current, &edited),
-        file: target.file.to_path_buf(),
-        output: target.output.to_path_buf(),
+        file: target.file.clone(),
+        output: target.output.clone(),
         backup: target.backup,
         device: target.device,
         operations,
@@ -122,8 +122,8 @@ pub fn file_edit(
 }
 
 /// A git-style diff from `old` at `from` to `new` at `to`.
-pub fn diff_files(from: &Path, to: &Path, old: &[u8], new: &[u8]) -> String {
-    let label = |p: &Path| p.display().to_string().trim_start_matches('/').to_string();
+pub fn diff_files(from: &PartitionPath, to: &PartitionPath, old: &[u8], new: &[u8]) -> String {
+    let label = |p: &PartitionPath| p.to_string().trim_start_matches('/').to_string();
     unified_diff(
         &format!("a/{}", label(from)),
         &format!("b/{}", label(to)),
@@ -136,9 +136,9 @@ pub fn diff_files(from: &Path, to: &Path, old: &[u8], new: &[u8]) -> String {
 /// `cmdline.txt.pimigrate-backup`, or `.2`, `.3`... when an earlier run's
 /// backup is there (`taken`): the oldest backup is the one that booted,
 /// and it is never overwritten.
-pub fn backup_name(file: &Path, taken: impl Fn(&Path) -> bool) -> PathBuf {
+pub fn backup_name(file: &PartitionPath, taken: impl Fn(&PartitionPath) -> bool) -> PartitionPath {
     let with_suffix = |suffix: &str| {
-        let mut name = file.file_name().unwrap_or_default().to_os_string();
+        let mut name = file.file_name().to_os_string();
         name.push(suffix);
         file.with_file_name(name)
     };
@@ -206,19 +206,20 @@ pub(super) fn plan_edits(
     if !fstab_ops.is_empty() {
         edits.push(fstab_edit(source, root_part.number, fstab_ops).map_err(fail)?);
     }
-    let cmdline_name = boot_relative(source, source.cmdline_path);
+    let cmdline_name = boot_relative(source, source.cmdline_path)?;
+    let trial_cmdline = PartitionPath::known(TRIAL_CMDLINE);
     let target = match (layout, trial) {
         (Layout::RootOnly, false) => EditTarget {
             site: EditSite::SourceBoot,
             file: &cmdline_name,
             output: &cmdline_name,
-            backup: Some(boot_backup(system, source, source.cmdline_path)),
+            backup: Some(boot_backup(system, source, source.cmdline_path)?),
             device: sd_boot_description(source),
         },
         (Layout::RootOnly, true) => EditTarget {
             site: EditSite::SourceBoot,
             file: &cmdline_name,
-            output: Path::new(TRIAL_CMDLINE),
+            output: &trial_cmdline,
             backup: None,
             device: sd_boot_description(source),
         },
@@ -228,7 +229,7 @@ pub(super) fn plan_edits(
             output: &cmdline_name,
             // The SD card's boot files are copied there, backups and all:
             // the name free on the SD card is free on the copy.
-            backup: Some(boot_backup(system, source, source.cmdline_path)),
+            backup: Some(boot_backup(system, source, source.cmdline_path)?),
             device:
                 "the new boot partition (partition 1 of the target); the SD card is not changed"
                     .into(),
@@ -247,9 +248,9 @@ fn fstab_edit(
     file_edit(
         EditTarget {
             site: EditSite::TargetRoot,
-            file: Path::new("/etc/fstab"),
-            output: Path::new("/etc/fstab"),
-            backup: Some("/etc/fstab.pimigrate-backup".into()),
+            file: &PartitionPath::known("/etc/fstab"),
+            output: &PartitionPath::known("/etc/fstab"),
+            backup: Some(PartitionPath::known("/etc/fstab.pimigrate-backup")),
             device: format!("the new root filesystem (partition {root_partition} of the target)"),
         },
         source.fstab_bytes,
@@ -257,20 +258,32 @@ fn fstab_edit(
     )
 }
 
-/// A path on the boot partition, as seen from its root.
-pub(super) fn boot_relative(source: &CheckedSource, path: &Path) -> PathBuf {
-    path.strip_prefix(source.boot_dir)
-        .map(|p| Path::new("/").join(p))
-        .unwrap_or_else(|_| path.to_path_buf())
+/// A boot file's name inside the boot partition, from its view path; a
+/// name that leaves the partition (a config.txt `cmdline=../x`) is refused.
+pub(super) fn boot_relative(source: &CheckedSource, path: &Path) -> Result<PartitionPath, Reason> {
+    let inside = path.strip_prefix(source.boot_dir).unwrap_or(path);
+    PartitionPath::new(inside).map_err(|err| {
+        Reason::new(
+            "source-cmdline",
+            format!(
+                "{} is not a file of the boot partition {}: {err}",
+                path.display(),
+                source.boot_dir.display()
+            ),
+        )
+    })
 }
 
 /// Where a file of the boot partition is backed up, by the one rule,
 /// beside any backup an earlier run left.
-pub(super) fn boot_backup(system: &System, source: &CheckedSource, path: &Path) -> PathBuf {
-    backup_name(&boot_relative(source, path), |name| {
-        let view = source.boot_dir.join(name.strip_prefix("/").unwrap_or(name));
-        system.host.path(view).exists()
-    })
+pub(super) fn boot_backup(
+    system: &System,
+    source: &CheckedSource,
+    path: &Path,
+) -> Result<PartitionPath, Reason> {
+    Ok(backup_name(&boot_relative(source, path)?, |name| {
+        system.host.path(name.under(source.boot_dir)).exists()
+    }))
 }
 
 pub(super) fn sd_boot_description(source: &CheckedSource) -> String {
@@ -291,18 +304,18 @@ mod tests {
     /// booted (an earlier run's) is never overwritten.
     #[test]
     fn backups_take_the_first_free_name() {
-        let file = Path::new("/cmdline.txt");
+        let file = &PartitionPath::known("/cmdline.txt");
         assert_eq!(
             backup_name(file, |_| false),
-            Path::new("/cmdline.txt.pimigrate-backup")
+            PartitionPath::known("/cmdline.txt.pimigrate-backup")
         );
         let taken = [
-            PathBuf::from("/cmdline.txt.pimigrate-backup"),
-            PathBuf::from("/cmdline.txt.pimigrate-backup.2"),
+            PartitionPath::known("/cmdline.txt.pimigrate-backup"),
+            PartitionPath::known("/cmdline.txt.pimigrate-backup.2"),
         ];
         assert_eq!(
             backup_name(file, |p| taken.iter().any(|t| t == p)),
-            Path::new("/cmdline.txt.pimigrate-backup.3")
+            PartitionPath::known("/cmdline.txt.pimigrate-backup.3")
         );
     }
 
@@ -349,9 +362,9 @@ mod tests {
         );
         let target = EditTarget {
             site: EditSite::SourceBoot,
-            file: Path::new("/cmdline.txt"),
-            output: Path::new("/cmdline.txt"),
-            backup: Some("/x.bak".into()),
+            file: &PartitionPath::known("/cmdline.txt"),
+            output: &PartitionPath::known("/cmdline.txt"),
+            backup: Some(PartitionPath::known("/x.bak")),
             device: "SD".into(),
         };
         let edit = file_edit(target, current, ops).unwrap();

@@ -11,6 +11,7 @@ pub mod geometry;
 pub mod ids;
 pub mod mkfs;
 pub mod options;
+pub mod partition_path;
 pub mod planner;
 pub mod refusal;
 pub mod regenerated;
@@ -22,6 +23,7 @@ pub mod trial;
 mod warnings;
 
 pub use options::{Layout, Options, TableChoice, TrialChoice};
+pub use partition_path::PartitionPath;
 pub use planner::{plan, plan_with_progress};
 pub use refusal::{Reason, Refusal};
 
@@ -193,14 +195,14 @@ pub enum EditSite {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FileEdit {
     pub site: EditSite,
-    /// Path inside that filesystem's mount: `/etc/fstab`, `/cmdline.txt`.
-    pub file: PathBuf,
+    /// The file inside that filesystem: `/etc/fstab`, `/cmdline.txt`.
+    pub file: PartitionPath,
     /// Where the edited text goes: `file` itself, or a file of its own for
     /// a trial boot (`/cmdline.pimigrate.txt`).
-    pub output: PathBuf,
+    pub output: PartitionPath,
     /// Where the original is kept before `file` is replaced (none when the
     /// output is a new file).
-    pub backup: Option<PathBuf>,
+    pub backup: Option<PartitionPath>,
     /// Where that is, for a person: "SD card boot partition /dev/mmcblk0p1".
     pub device: String,
     pub operations: Vec<EditOperation>,
@@ -237,10 +239,10 @@ pub enum EditOperation {
 pub struct TrialBoot {
     /// `/tryboot.txt` on the source's boot partition: config.txt plus
     /// `cmdline=<cmdline_file>`.
-    pub tryboot_file: PathBuf,
-    pub cmdline_file: PathBuf,
+    pub tryboot_file: PartitionPath,
+    pub cmdline_file: PartitionPath,
     /// An existing tryboot.txt is kept here first.
-    pub backup: Option<PathBuf>,
+    pub backup: Option<PartitionPath>,
     /// config.txt → tryboot.txt.
     pub diff: String,
     /// Where tryboot.txt's `cmdline=` went and why, when config.txt's

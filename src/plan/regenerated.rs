@@ -10,11 +10,12 @@
 use super::edits::{file_edit, new_spec, EditTarget};
 use super::options::Layout;
 use super::source_check::CheckedSource;
-use super::{EditOperation, EditSite, FileEdit, MkfsStep, PartitionRole, Reason, TablePlan};
+use super::{
+    EditOperation, EditSite, FileEdit, MkfsStep, PartitionPath, PartitionRole, Reason, TablePlan,
+};
 use crate::bootcfg::defaults::Defaults;
 use crate::bootcfg::DeviceSpec;
 use crate::system::System;
-use std::path::Path;
 
 /// The settings file the raspi-firmware hooks source.
 pub const RASPI_FIRMWARE_DEFAULTS: &str = "/etc/default/raspi-firmware";
@@ -86,9 +87,9 @@ pub(super) fn raspi_firmware(
     let edit = file_edit(
         EditTarget {
             site: EditSite::TargetRoot,
-            file: Path::new(RASPI_FIRMWARE_DEFAULTS),
-            output: Path::new(RASPI_FIRMWARE_DEFAULTS),
-            backup: Some(backup.into()),
+            file: &PartitionPath::known(RASPI_FIRMWARE_DEFAULTS),
+            output: &PartitionPath::known(RASPI_FIRMWARE_DEFAULTS),
+            backup: Some(PartitionPath::known(&backup)),
             device: format!("the new root filesystem (partition {root_partition} of the target)"),
         },
         &bytes,

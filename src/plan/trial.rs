@@ -5,10 +5,9 @@
 use super::edits::boot_backup;
 use super::options::{Layout, Options, TrialChoice};
 use super::source_check::CheckedSource;
-use super::{Reason, TrialBoot};
+use super::{PartitionPath, Reason, TrialBoot};
 use crate::bootcfg::{BootSettings, ConfigTxtError, FilterContext, IncludeReader};
 use crate::system::System;
-use std::path::Path;
 
 /// The command line a trial boot starts with, next to cmdline.txt.
 pub const TRIAL_CMDLINE: &str = "/cmdline.pimigrate.txt";
@@ -64,21 +63,22 @@ pub(super) fn trial_boot(system: &System, source: &CheckedSource) -> Result<Tria
         Reason::new("trial-unavailable", err.to_string())
             .hint("use --no-trial to change cmdline.txt directly, after checking it is the file the firmware reads")
     })?;
-    let tryboot_real = source.boot_dir.join(TRYBOOT_FILE.trim_start_matches('/'));
+    let tryboot_file = PartitionPath::known(TRYBOOT_FILE);
+    let tryboot_real = tryboot_file.under(source.boot_dir);
+    let backup = match system.host.path(&tryboot_real).exists() {
+        true => Some(boot_backup(system, source, &tryboot_real)?),
+        false => None,
+    };
     Ok(TrialBoot {
-        tryboot_file: TRYBOOT_FILE.into(),
-        cmdline_file: TRIAL_CMDLINE.into(),
-        backup: system
-            .host
-            .path(&tryboot_real)
-            .exists()
-            .then(|| boot_backup(system, source, &tryboot_real)),
         diff: super::edits::diff_files(
-            Path::new(CONFIG_TXT),
-            Path::new(TRYBOOT_FILE),
+            &PartitionPath::known(CONFIG_TXT),
+            &tryboot_file,
             &config_bytes,
             &tryboot.bytes,
         ),
+        tryboot_file,
+        cmdline_file: PartitionPath::known(TRIAL_CMDLINE),
+        backup,
         note: tryboot.note,
     })
 }

@@ -82,14 +82,14 @@ pub fn cmdline_named_by(system: &System, expected: &Expected, trial: bool) -> Pa
     let config_name = if trial
         && system
             .host
-            .path(expected.on_boot("tryboot.txt".as_ref()))
+            .path(expected.on_boot_named("tryboot.txt"))
             .exists()
     {
         "tryboot.txt"
     } else {
         "config.txt"
     };
-    let settings = std::fs::read(system.host.path(expected.on_boot(config_name.as_ref())))
+    let settings = std::fs::read(system.host.path(expected.on_boot_named(config_name)))
         .ok()
         .and_then(|bytes| ConfigTxt::parse(&bytes).ok())
         .map(|config| {
@@ -102,7 +102,7 @@ pub fn cmdline_named_by(system: &System, expected: &Expected, trial: bool) -> Pa
             )
         })
         .unwrap_or_default();
-    expected.on_boot(settings.cmdline_file().as_ref())
+    expected.on_boot_named(&settings.cmdline_file())
 }
 
 /// `root=` of a command line, or why there is none.

@@ -23,7 +23,7 @@ pub fn commit(
     };
     let cmdline = &expected.cmdline_file;
     let backup = boot.backup_name(journal, cmdline);
-    let trial_cmdline = boot.resolve(&trial.cmdline_file)?;
+    let trial_cmdline = boot.resolve(&trial.cmdline_file);
     let new = std::fs::read(&trial_cmdline).with_context(|| {
         format!(
             "reading the trial's command line {}",
@@ -54,12 +54,12 @@ pub fn commit(
     crate::failpoint::hit(crate::failpoint::COMMIT_AFTER_SWAP);
     done.push(format!(
         "{} now holds the trial's command line (the original is in {})",
-        boot.resolve(cmdline)?.display(),
-        boot.resolve(&backup)?.display()
+        boot.resolve(cmdline).display(),
+        boot.resolve(&backup).display()
     ));
     // tryboot.txt goes before the command line it points at, so a trial
     // boot never finds a tryboot.txt whose cmdline= file is missing.
-    let tryboot = boot.resolve(&trial.tryboot_file)?;
+    let tryboot = boot.resolve(&trial.tryboot_file);
     let restored = match &trial.backup {
         Some(saved) => boot.restore(&trial.tryboot_file, saved)?,
         None => false,
@@ -70,7 +70,7 @@ pub fn commit(
             done.push(format!(
                 "{} restored from {}",
                 tryboot.display(),
-                boot.resolve(saved)?.display()
+                boot.resolve(saved).display()
             ));
         }
         _ => {
@@ -83,11 +83,8 @@ pub fn commit(
         done.push(format!("removed {}", trial_cmdline.display()));
     }
     boot.sync();
-    let gone = [
-        expected.on_boot(&trial.tryboot_file),
-        expected.on_boot(&trial.cmdline_file),
-    ];
-    journal.created.retain(|path| !gone.contains(path));
+    let gone = [&trial.tryboot_file, &trial.cmdline_file];
+    journal.created.retain(|file| !gone.contains(&file));
     journal.committed = Some(crate::apply::journal::now());
     journal.save(state_dir)?;
     done.push(format!(
@@ -121,7 +118,7 @@ pub fn apply_quirk(
         (Some(trial), None) => trial.cmdline_file.clone(),
         _ => expected.cmdline_file.clone(),
     };
-    let path = boot.resolve(&file)?;
+    let path = boot.resolve(&file);
     let bytes = boot.read(&file)?;
     let mut cmdline =
         Cmdline::parse(&bytes).with_context(|| format!("{} cannot be edited", path.display()))?;

@@ -3,7 +3,7 @@
 
 use crate::apply::journal::Journal;
 use crate::bootcfg::DeviceSpec;
-use crate::plan::{EditOperation, EditSite, Layout, PartitionRole, Plan, TrialBoot};
+use crate::plan::{EditOperation, EditSite, Layout, PartitionPath, PartitionRole, Plan, TrialBoot};
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 
@@ -24,7 +24,7 @@ pub struct Expected {
     /// The boot files' directory as the migration saw it (a view path).
     pub boot_dir: PathBuf,
     /// The boot file whose `root=` the migration changed (`/cmdline.txt`).
-    pub cmdline_file: PathBuf,
+    pub cmdline_file: PartitionPath,
     /// `verify --commit` began (it journals its backup of cmdline.txt before
     /// the swap) and did not finish: a power cut in the middle.
     pub commit_interrupted: bool,
@@ -54,7 +54,7 @@ impl Expected {
             .iter()
             .find(|e| is_cmdline_edit(&e.operations) && e.site != EditSite::TargetRoot)
             .map(|e| e.file.clone())
-            .unwrap_or_else(|| PathBuf::from("/cmdline.txt"));
+            .unwrap_or_else(|| PartitionPath::known("/cmdline.txt"));
         Ok(Expected {
             layout: plan.layout,
             root_partuuid,
@@ -80,9 +80,19 @@ impl Expected {
         self.trial.is_some() && self.committed.is_none()
     }
 
-    /// A view path of a file on the boot partition (`/cmdline.txt`).
-    pub fn on_boot(&self, file: &std::path::Path) -> PathBuf {
-        self.boot_dir.join(file.strip_prefix("/").unwrap_or(file))
+    /// The view path of a file on the boot partition (`/cmdline.txt`).
+    pub fn on_boot(&self, file: &PartitionPath) -> PathBuf {
+        file.under(&self.boot_dir)
+    }
+
+    /// The view path of a file a boot file names (config.txt's `cmdline=`).
+    /// A name that leaves the partition is taken as written: the firmware
+    /// finds no such file, and the check reading it says so.
+    pub fn on_boot_named(&self, name: &str) -> PathBuf {
+        match PartitionPath::new(name) {
+            Ok(file) => self.on_boot(&file),
+            Err(_) => self.boot_dir.join(name),
+        }
     }
 }
 

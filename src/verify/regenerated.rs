@@ -25,7 +25,7 @@ pub fn raspi_firmware(system: &System, expected: &Expected) -> Option<Warning> {
     let bytes = std::fs::read(host.path(&defaults_view)).ok()?;
     let setting = Defaults::parse(&bytes).ok()?.get(ROOTPART);
     // The hook writes cmdline.txt by that very name, whatever config.txt says.
-    let cmdline_view = expected.on_boot("cmdline.txt".as_ref());
+    let cmdline_view = expected.on_boot_named("cmdline.txt");
     let cmdline_root = std::fs::read(host.path(&cmdline_view))
         .ok()
         .and_then(|b| Cmdline::parse(&b).and_then(|c| c.root()).ok())?;
