@@ -5,9 +5,11 @@
 use crate::disks::{Bus, Disk};
 use crate::fault::{EmulationFault, FaultKind, Retry};
 use crate::firmware::{self, BootSpec};
+use crate::live::{free_port, Live};
 use crate::qemu::{self, BootRecord, Ending, MachineConfig, Running};
+use crate::qmp::{Unplug, SUN_PATH_MAX};
 use crate::share::{After, JobOutput, Share};
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, ensure, Context, Result};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -17,6 +19,17 @@ const MAX_EARLY_REBOOTS: u32 = 3;
 
 /// Boots ended by an emulation fault that are booted once more, each.
 const MAX_FAULT_REBOOTS: u32 = 2;
+
+/// Emergency-shell boots that a long-running Pi ([`Pi::serve`]) power-cycles
+/// before giving up.
+const MAX_EMERGENCY_RESCUES: u32 = 2;
+
+/// Boots in a row that [`Pi::run_past_emergency`] lets stop in the
+/// emergency shell before the scenario fails.
+const EMERGENCY_ATTEMPTS: u32 = 3;
+
+/// What systemd prints when a boot drops to its emergency shell.
+const EMERGENCY: &str = "You are in emergency mode";
 
 /// `target/` of the workspace (or `$CARGO_TARGET_DIR`).
 pub fn target_dir() -> PathBuf {
@@ -96,7 +109,8 @@ impl Boot {
     }
 }
 
-/// An emulated Pi 4 with its disks.
+/// An emulated Raspberry Pi (the x86 guest or a raspi machine) with its
+/// disks; every `impl Pi` is in this file.
 pub struct Pi {
     pub name: String,
     pub work: PathBuf,
@@ -107,12 +121,10 @@ pub struct Pi {
     pub model: firmware::Model,
     /// Longest a boot may take before QEMU is killed.
     pub boot_limit: Duration,
-    // Crate-visible so that scenario helpers with their own `impl Pi`
-    // (long-running guests, hot-unplug) can reach the machine's state.
-    pub(crate) disks: Vec<Disk>,
-    pub(crate) share: Share,
-    pub(crate) tryboot_next: bool,
-    pub(crate) boots: u32,
+    disks: Vec<Disk>,
+    share: Share,
+    tryboot_next: bool,
+    boots: u32,
 }
 
 impl Pi {
@@ -251,6 +263,169 @@ impl Pi {
         self.share.set_job(script, After::Stay)?;
         let share = self.share.clone();
         self.boot_until(move |_, console| cut(&share, console))
+    }
+
+    /// Gives this machine a QMP socket (from its next boot on) and returns
+    /// how to unplug disk `name` while it runs. Only USB disks can be
+    /// pulled: a Pi's SD slot and q35's NVMe have no hot-plug here.
+    pub fn prepare_unplug(&mut self, name: &str) -> Result<Unplug> {
+        let disk = self.disk(name)?;
+        let device_id = disk.device_id().with_context(|| {
+            format!(
+                "disk {name} is on {:?}, which the testbed cannot hot-unplug",
+                disk.bus
+            )
+        })?;
+        let socket = self.monitor_socket()?;
+        Ok(Unplug {
+            socket,
+            device_id,
+            disk: name.to_string(),
+        })
+    }
+
+    /// Gives this machine a QMP socket for the scenario (from its next boot
+    /// on), apart from the harness's own.
+    pub fn monitor_socket(&mut self) -> Result<PathBuf> {
+        let socket = self.work.join("qmp.sock");
+        ensure!(
+            socket.as_os_str().len() <= SUN_PATH_MAX,
+            "the QMP socket path {} is longer than a Unix socket allows; use a shorter CARGO_TARGET_DIR",
+            socket.display()
+        );
+        let _ = std::fs::remove_file(&socket);
+        self.config.qmp_socket = Some(socket.clone());
+        Ok(socket)
+    }
+
+    /// Like [`Pi::run`], but calls `act` every half second while the guest
+    /// runs (with the share and the console so far), without stopping it.
+    /// An error from `act` cuts the power and is returned.
+    pub fn run_acting(
+        &mut self,
+        script: &str,
+        after: After,
+        mut act: impl FnMut(&Share, &str) -> Result<()>,
+    ) -> Result<Boot> {
+        self.share.set_job(script, after)?;
+        let mut failed = None;
+        let boot = self.boot_until(|share, console| match act(share, console) {
+            Ok(()) => false,
+            Err(e) => {
+                failed = Some(e);
+                true
+            }
+        })?;
+        if let Some(e) = failed {
+            return Err(e.context(format!(
+                "{}: acting during boot {} failed; see {}",
+                self.name,
+                boot.number,
+                boot.record.serial_log.display()
+            )));
+        }
+        Ok(boot)
+    }
+
+    /// [`Pi::run`], except that a boot which lands in systemd's emergency
+    /// shell before its job starts is power-cycled and booted again. On a
+    /// host busy with other guests, coldplugging three disks can outlast
+    /// systemd's 90 s wait for `/boot/firmware`'s device, and the guest then
+    /// waits at the emergency shell for a person until the boot limit. A
+    /// boot that keeps failing this way (a wrong PARTUUID in fstab would)
+    /// still fails the scenario, after three boots. A trial boot
+    /// that was cut is asked for again, as a person would after the power
+    /// cycle brought back the SD card system.
+    pub fn run_past_emergency(&mut self, script: &str, after: After) -> Result<Boot> {
+        for attempt in 1..=EMERGENCY_ATTEMPTS {
+            let trial = self.tryboot_pending();
+            self.share.set_job(script, after)?;
+            let boot =
+                self.boot_until(|share, console| !share.started() && console.contains(EMERGENCY))?;
+            let stuck = boot.record.ending == Ending::Killed && !self.share.started();
+            if !stuck {
+                return Ok(boot);
+            }
+            eprintln!(
+                "testbed: {}: boot {} stopped in the emergency shell before its job (attempt {attempt} of {EMERGENCY_ATTEMPTS}; see {}); power-cycling",
+                self.name,
+                boot.number,
+                boot.record.serial_log.display()
+            );
+            self.tryboot_next = trial;
+        }
+        bail!(
+            "{EMERGENCY_ATTEMPTS} boots in a row stopped in the emergency shell before the job started; see {}",
+            self.logs.display()
+        )
+    }
+
+    /// Runs the machine with SSH forwarded to a free loopback port while
+    /// `work` runs on this thread: boots with `job` (bash, as for
+    /// [`Pi::run`]) and boots again after every reboot, until the guest
+    /// powers off, a boot ends any other way, or `work` returns (then the
+    /// machine is stopped). Returns `work`'s result and every boot.
+    pub fn serve<R>(
+        &mut self,
+        job: &str,
+        work: impl FnOnce(&Live) -> Result<R>,
+    ) -> Result<(R, Vec<Boot>)> {
+        let port = free_port()?;
+        self.config.ssh_port = Some(port);
+        let live = Live::new(port, self.share.clone());
+        eprintln!("testbed: {} serving SSH on 127.0.0.1:{port}", self.name);
+        let (result, boots) = std::thread::scope(|scope| {
+            let machine = scope.spawn(|| {
+                let boots = self.boot_loop(job, &live);
+                live.mark_ended();
+                boots
+            });
+            let result = work(&live);
+            live.stop();
+            let boots = match machine.join() {
+                Ok(boots) => boots,
+                Err(_) => Err(anyhow::anyhow!("the boot loop panicked")),
+            };
+            (result, boots)
+        });
+        let boots = boots?;
+        Ok((result?, boots))
+    }
+
+    fn boot_loop(&mut self, job: &str, live: &Live) -> Result<Vec<Boot>> {
+        let mut boots = Vec::new();
+        let mut rescues = 0;
+        while !live.stop_requested() {
+            self.share.set_job(job, After::Stay)?;
+            let flag = if self.tryboot_next { "1" } else { "0" };
+            self.share.place_file("tryboot", flag.as_bytes())?;
+            live.mark_boot(self.boots + 1);
+            // On a loaded host a device can miss systemd's 90 s timeout and
+            // the boot drop to the emergency shell before the job starts;
+            // like a person at a real Pi, power-cycle it and boot again.
+            let mut emergency = false;
+            let share = self.share.clone();
+            let boot = self.boot_once(&mut |_, console| {
+                emergency = !share.started() && console.contains("Emergency Mode");
+                emergency || live.stop_requested()
+            })?;
+            let ending = boot.record.ending;
+            live.record_ending(ending);
+            let number = boot.number;
+            boots.push(boot);
+            if emergency && rescues < MAX_EMERGENCY_RESCUES {
+                rescues += 1;
+                eprintln!(
+                    "testbed: {} boot {number}: emergency shell before the job started; power-cycling",
+                    self.name
+                );
+                continue;
+            }
+            if !matches!(ending, Ending::Reboot | Ending::TrybootReboot) {
+                break;
+            }
+        }
+        Ok(boots)
     }
 
     /// Boots until the job has run: a guest that reboots before its agent

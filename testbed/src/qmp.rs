@@ -6,9 +6,8 @@
 //! runs and never stops it.
 //!
 //! [`MachineConfig::qmp_socket`]: crate::qemu::MachineConfig
+//! [`Pi::run_acting`]: crate::Pi::run_acting
 
-use crate::pi::Boot;
-use crate::{After, Pi, Share};
 use anyhow::{bail, ensure, Context, Result};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, ErrorKind, Write};
@@ -128,7 +127,10 @@ impl Qmp {
 }
 
 /// What it takes to pull one disk out of a running machine; made before the
-/// boot, used from [`Pi::run_acting`]'s hook.
+/// boot ([`Pi::prepare_unplug`]), used from [`Pi::run_acting`]'s hook.
+///
+/// [`Pi::prepare_unplug`]: crate::Pi::prepare_unplug
+/// [`Pi::run_acting`]: crate::Pi::run_acting
 #[derive(Debug, Clone)]
 pub struct Unplug {
     pub socket: PathBuf,
@@ -150,69 +152,5 @@ impl Unplug {
         )
         .with_context(|| format!("unplugging disk {}", self.disk))?;
         Ok(())
-    }
-}
-
-impl Pi {
-    /// Gives this machine a QMP socket (from its next boot on) and returns
-    /// how to unplug disk `name` while it runs. Only USB disks can be
-    /// pulled: a Pi's SD slot and q35's NVMe have no hot-plug here.
-    pub fn prepare_unplug(&mut self, name: &str) -> Result<Unplug> {
-        let disk = self.disk(name)?;
-        let device_id = disk.device_id().with_context(|| {
-            format!(
-                "disk {name} is on {:?}, which the testbed cannot hot-unplug",
-                disk.bus
-            )
-        })?;
-        let socket = self.monitor_socket()?;
-        Ok(Unplug {
-            socket,
-            device_id,
-            disk: name.to_string(),
-        })
-    }
-
-    /// Gives this machine a QMP socket for the scenario (from its next boot
-    /// on), apart from the harness's own.
-    pub fn monitor_socket(&mut self) -> Result<PathBuf> {
-        let socket = self.work.join("qmp.sock");
-        ensure!(
-            socket.as_os_str().len() <= SUN_PATH_MAX,
-            "the QMP socket path {} is longer than a Unix socket allows; use a shorter CARGO_TARGET_DIR",
-            socket.display()
-        );
-        let _ = std::fs::remove_file(&socket);
-        self.config.qmp_socket = Some(socket.clone());
-        Ok(socket)
-    }
-
-    /// Like [`Pi::run`], but calls `act` every half second while the guest
-    /// runs (with the share and the console so far), without stopping it.
-    /// An error from `act` cuts the power and is returned.
-    pub fn run_acting(
-        &mut self,
-        script: &str,
-        after: After,
-        mut act: impl FnMut(&Share, &str) -> Result<()>,
-    ) -> Result<Boot> {
-        self.share.set_job(script, after)?;
-        let mut failed = None;
-        let boot = self.boot_until(|share, console| match act(share, console) {
-            Ok(()) => false,
-            Err(e) => {
-                failed = Some(e);
-                true
-            }
-        })?;
-        if let Some(e) = failed {
-            return Err(e.context(format!(
-                "{}: acting during boot {} failed; see {}",
-                self.name,
-                boot.number,
-                boot.record.serial_log.display()
-            )));
-        }
-        Ok(boot)
     }
 }

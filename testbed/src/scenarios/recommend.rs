@@ -159,7 +159,7 @@ fn card_reached_its_profile(doc: &Value, flash: &str) -> Result<()> {
 
 fn run_job(pi: &mut Pi) -> Result<Boot> {
     for _ in 0..=EMERGENCY_RETRIES {
-        pi.share.set_job(JOB, After::PowerOff)?;
+        pi.share().set_job(JOB, After::PowerOff)?;
         let mut emergency = false;
         let boot = pi.boot_until(|share, console| {
             emergency = !share.started() && console.contains("Emergency Mode");

@@ -5,8 +5,9 @@
 //! a job's output that must be there ([`fact`]).
 
 use super::pimigrate_bin::{self, JOURNAL_FACTS};
+use crate::disks::IoEngine;
 use crate::mbr::{self, Partition};
-use crate::qemu::{Board, IoEngine};
+use crate::qemu::Board;
 use crate::{fat, After, Bus, Ending, Pi};
 use anyhow::{ensure, Context, Result};
 use std::collections::BTreeMap;

@@ -61,7 +61,7 @@ pub fn run(images: &ImageSet) -> Result<()> {
     // Boot 2: the trial, with the SSD gone. The job would report if the
     // trial came up anyway; the power is cut once the initramfs gives up.
     pi.detach("ssd")?;
-    pi.share.set_job(PROBE, After::Stay)?;
+    pi.share().set_job(PROBE, After::Stay)?;
     let trial =
         pi.boot_once(&mut |_, console: &str| GAVE_UP.iter().any(|m| console.contains(m)))?;
     ensure!(
@@ -93,7 +93,7 @@ pub fn run(images: &ImageSet) -> Result<()> {
         trial.record.ending
     );
     ensure!(
-        !pi.share.started(),
+        !pi.share().started(),
         "the trial boot without its root still ran the job"
     );
     ensure!(!pi.tryboot_pending(), "the trial flag survived the trial");
@@ -120,7 +120,7 @@ echo "rollback_status=$?"
     let f = facts(&out.stdout);
     expect_fact(&f, "root", "/dev/mmcblk0p2")?;
     expect_fact(&f, "boot_firmware", "/dev/mmcblk0p1")?;
-    let verify = std::fs::read_to_string(pi.share.dir.join("out/verify.txt"))
+    let verify = std::fs::read_to_string(pi.share().dir.join("out/verify.txt"))
         .context("the guest left no verify output")?;
     // The share is emptied by the next boot; the log folder keeps it.
     std::fs::write(pi.logs.join("verify.txt"), &verify)?;

@@ -24,13 +24,6 @@ use std::path::Path;
 
 pub const NAME: &str = "wizard-story";
 
-/// What systemd prints when a boot gave up and opened the emergency shell.
-const EMERGENCY: &str = "You are in emergency mode";
-
-/// Boots a story boot may take: the first, plus power cycles of boots that
-/// stopped in the emergency shell before the job started.
-const ATTEMPTS: u32 = 3;
-
 /// The random-write test both quick suites (bench and verify) run.
 const RND_WRITE: &str = "RND4K Q32 write";
 
@@ -114,7 +107,7 @@ pub fn run(images: &ImageSet) -> Result<()> {
 
     // Boot 1: the wizard.
     step("boot 1/3: the wizard benchmarks the drives, recommends, plans and migrates (several minutes)");
-    let first = pi.story_boot(&wizard_job(), After::Tryboot)?;
+    let first = pi.run_past_emergency(&wizard_job(), After::Tryboot)?;
     let f = facts(&first.job_ok()?.stdout);
     ensure!(
         first.record.ending == Ending::TrybootReboot,
@@ -145,7 +138,7 @@ pub fn run(images: &ImageSet) -> Result<()> {
 
     // Boot 2: the trial, on the SSD; commit it and benchmark.
     step("boot 2/3: the trial boot on the SSD: verify --commit, then the before/after benchmark");
-    let trial = pi.story_boot(&trial_job(), After::Reboot)?;
+    let trial = pi.run_past_emergency(&trial_job(), After::Reboot)?;
     ensure!(
         trial.spec.config_file == "tryboot.txt",
         "the boot after the wizard read {}, not tryboot.txt",
@@ -184,7 +177,7 @@ pub fn run(images: &ImageSet) -> Result<()> {
 
     // Boot 3: a normal boot.
     step("boot 3/3: a normal boot: root on the SSD, verify --json with its benchmark");
-    let normal = pi.story_boot(&normal_job(), After::PowerOff)?;
+    let normal = pi.run_past_emergency(&normal_job(), After::PowerOff)?;
     ensure!(
         normal.spec.config_file == "config.txt",
         "the boot after the commit read {}",
@@ -199,40 +192,6 @@ pub fn run(images: &ImageSet) -> Result<()> {
         pi.logs.display()
     ));
     Ok(())
-}
-
-impl Pi {
-    /// [`Pi::run`], except that a boot which lands in systemd's emergency
-    /// shell before its job starts is power-cycled and booted again. On a
-    /// host busy with other guests, coldplugging three disks can outlast
-    /// systemd's 90 s wait for `/boot/firmware`'s device, and the guest then
-    /// waits at the emergency shell for a person until the boot limit. A
-    /// boot that keeps failing this way (a wrong PARTUUID in fstab would)
-    /// still fails the scenario, after [`ATTEMPTS`] boots. A trial boot
-    /// that was cut is asked for again, as a person would after the power
-    /// cycle brought back the SD card system.
-    fn story_boot(&mut self, script: &str, after: After) -> Result<Boot> {
-        for attempt in 1..=ATTEMPTS {
-            let trial = self.tryboot_pending();
-            self.share.set_job(script, after)?;
-            let boot =
-                self.boot_until(|share, console| !share.started() && console.contains(EMERGENCY))?;
-            let stuck = boot.record.ending == Ending::Killed && !self.share.started();
-            if !stuck {
-                return Ok(boot);
-            }
-            step(&format!(
-                "boot {} stopped in the emergency shell before its job (attempt {attempt} of {ATTEMPTS}; see {}); power-cycling",
-                boot.number,
-                boot.record.serial_log.display()
-            ));
-            self.tryboot_next = trial;
-        }
-        anyhow::bail!(
-            "{ATTEMPTS} boots in a row stopped in the emergency shell before the job started; see {}",
-            self.logs.display()
-        )
-    }
 }
 
 /// What the scenario is doing now, for the console (and the demo).
