@@ -19,8 +19,9 @@ mirror=${PI_TESTBED_MIRROR:-http://deb.debian.org/debian}
 log() { echo "build-image-arm64: $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-key=$(cd "$here" && find . -type f ! -name '*.swp' -print0 | LC_ALL=C sort -z |
-      xargs -0 sha256sum | sha256sum | cut -c1-16)
+# shellcheck source=../image-common/recipe.sh
+. "$here/../image-common/recipe.sh"
+key=$(recipe_key "$here")
 if [[ ${1:-} == --print-key ]]; then echo "$key"; exit 0; fi
 
 out=$cache/images-arm64/$key
@@ -62,7 +63,7 @@ log "debootstrap bookworm arm64 into $root"
 debootstrap --arch=arm64 --variant=minbase --components=main,non-free-firmware \
     --include="$include" --cache-dir="$cache/debs-arm64" bookworm "$root" "$mirror" >&2
 
-cp -a "$here/files/." "$root/"
+copy_recipe_files "$here" "$root"
 # raspi-firmware writes cmdline.txt from this file (and again at every
 # kernel or initramfs update, as on a real Debian Pi).
 cat >"$root/etc/default/raspi-firmware" <<CONF

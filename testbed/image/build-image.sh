@@ -22,9 +22,10 @@ mirror=${PI_TESTBED_MIRROR:-http://deb.debian.org/debian}
 log() { echo "build-image: $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-# The key: file names and contents of the whole recipe folder, in a stable order.
-key=$(cd "$here" && find . -type f ! -name '*.swp' -print0 | LC_ALL=C sort -z |
-      xargs -0 sha256sum | sha256sum | cut -c1-16)
+# The key: file names and contents of the recipe folder and the shared files.
+# shellcheck source=../image-common/recipe.sh
+. "$here/../image-common/recipe.sh"
+key=$(recipe_key "$here")
 if [[ ${1:-} == --print-key ]]; then echo "$key"; exit 0; fi
 
 out=$cache/images/$key
@@ -69,7 +70,7 @@ debootstrap --variant=minbase --include="$include" --cache-dir="$cache/debs" \
     bookworm "$root" "$mirror" >&2
 
 # Files the recipe copies in verbatim (agent, unit, initramfs config).
-cp -a "$here/files/." "$root/"
+copy_recipe_files "$here" "$root"
 chmod 0755 "$root/usr/local/sbin/testbed-agent"
 
 mount -t proc proc "$root/proc"
@@ -107,7 +108,7 @@ kver=$(ls "$root/lib/modules")
 [[ $(wc -w <<<"$kver") == 1 ]] || die "expected one kernel in $root/lib/modules, got: $kver"
 modlist=$(chroot "$root" lsinitramfs "/boot/initrd.img-$kver")
 for tool in e2fsck logsave; do
-    grep -q "sbin/$tool\$" <<<"$modlist" || die "initramfs lacks $tool: check files/etc/initramfs-tools/hooks/fsck-root"
+    grep -q "sbin/$tool\$" <<<"$modlist" || die "initramfs lacks $tool: check ../image-common/files/etc/initramfs-tools/hooks/fsck-root"
 done
 for mod in sdhci-pci mmc_block xhci-pci uas usb-storage nvme ext4 vfat 9p 9pnet_virtio; do
     grep -q "/${mod//[-_]/[-_]}\.ko" <<<"$modlist" ||
