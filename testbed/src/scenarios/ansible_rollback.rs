@@ -19,11 +19,13 @@
 //! file are gone.
 
 use super::facts;
-use super::fleet::{self, Fleet, JOB};
+use super::fleet::{self, Fleet, Ssh, JOB};
 use super::pimigrate_bin::TRIAL_SYSROOT;
 use super::setup::Rig;
-use crate::{fat, Bus, ImageSet};
+use crate::{fat, Boot, Bus, ImageSet};
 use anyhow::{ensure, Context, Result};
+use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Duration;
 
 /// The trial boot's part of the job: the NVMe drive's disk identifier on
@@ -65,61 +67,79 @@ pub fn run(images: &ImageSet) -> Result<()> {
 
     let ((root_partuuid, trial_cmdline), boots) = pi.serve(&job, |live| {
         let (ssh, inventory) = fleet.connect(live, &work)?;
-
         let log = logs.join("ansible-1.log");
         let (recap, output) = fleet.play(&inventory, &log)?;
-        ensure!(
-            recap["failed"] == 1
-                && recap.get("rescued") == Some(&1)
-                && recap["unreachable"] == 0,
-            "expected the run to fail and be rescued (failed=1 rescued=1): {recap:?}; see {}",
-            log.display()
-        );
-        // The failure is the rescue's own report, not a task inside the
-        // rescue failing (that, too, counts failed=1 rescued=1).
-        ensure!(
-            output.contains("was rolled back; it runs from the SD card again"),
-            "the run did not end with the rescue's report; see {}",
-            log.display()
-        );
-        // rollback retired the journal; the plan in it names the new root.
-        let journal = "/var/lib/pimigrate/migration.rolled-back.json";
-        ensure!(
-            ssh.run("test -e /var/lib/pimigrate/migration.json && echo yes || echo no")? == "no",
-            "the journal is still active after the rollback"
-        );
-        let root_partuuid = ssh.planned_root_partuuid(journal)?;
-        let trial_cmdline = ssh.run(&format!("jq -r .plan.trial_boot.cmdline_file {journal}"))?;
-        ensure!(
-            output.contains("ids-unique")
-                && output
-                    .to_lowercase()
-                    .contains(&format!("partuuid={}", root_partuuid.to_lowercase())),
-            "the playbook's output does not name the duplicate PARTUUID {root_partuuid}; see {}",
-            log.display()
-        );
-        // The duplicate is real: the stick carries the new root's PARTUUID.
-        let stick_partuuid = ssh.run(
-            "lsblk -no PARTUUID /dev/$(lsblk -dno NAME,SERIAL | awk '$2 == \"TB-STICK\" { print $1 }')1",
-        )?;
-        ensure!(
-            stick_partuuid.eq_ignore_ascii_case(&root_partuuid),
-            "the stick's partition has PARTUUID {stick_partuuid:?}, not the new root's {root_partuuid}"
-        );
-        let root = ssh.run("findmnt -no SOURCE /")?;
-        ensure!(
-            root == "/dev/mmcblk0p2",
-            "after the rollback the root is {root:?}, not the SD card's /dev/mmcblk0p2"
-        );
+        let rolled_back = check_rescued(&ssh, &recap, &output, &log)?;
         // Power off cleanly so the disk images hold everything.
         let _ = ssh.run("systemctl poweroff");
         live.wait_ended(Duration::from_secs(5 * 60))?;
-        Ok((root_partuuid, trial_cmdline))
+        Ok(rolled_back)
     })?;
 
-    // Normal boots (more than one only when the harness had to power-cycle
-    // an emergency shell), the trial boot, then the rescue's reboot onto
-    // the SD card from config.txt.
+    let trial = trial_between_normal_boots(&boots)?;
+    check_clone_of(&boots[trial], &root_partuuid)?;
+    let after = fat::snapshot(&sd, &sd_boot, &scratch)?;
+    check_sd_as_before(&pristine, &after, &trial_cmdline)
+}
+
+/// The playbook failed and was rescued: the rescue's own report, naming
+/// the duplicate PARTUUID, which the stick really carries, and the Pi back
+/// on the SD card's root. Returns the planned root's PARTUUID and the
+/// trial's cmdline file, read from the retired journal.
+fn check_rescued(
+    ssh: &Ssh,
+    recap: &BTreeMap<String, u64>,
+    output: &str,
+    log: &Path,
+) -> Result<(String, String)> {
+    ensure!(
+        recap["failed"] == 1 && recap.get("rescued") == Some(&1) && recap["unreachable"] == 0,
+        "expected the run to fail and be rescued (failed=1 rescued=1): {recap:?}; see {}",
+        log.display()
+    );
+    // The failure is the rescue's own report, not a task inside the
+    // rescue failing (that, too, counts failed=1 rescued=1).
+    ensure!(
+        output.contains("was rolled back; it runs from the SD card again"),
+        "the run did not end with the rescue's report; see {}",
+        log.display()
+    );
+    // rollback retired the journal; the plan in it names the new root.
+    let journal = "/var/lib/pimigrate/migration.rolled-back.json";
+    ensure!(
+        ssh.run("test -e /var/lib/pimigrate/migration.json && echo yes || echo no")? == "no",
+        "the journal is still active after the rollback"
+    );
+    let root_partuuid = ssh.planned_root_partuuid(journal)?;
+    let trial_cmdline = ssh.run(&format!("jq -r .plan.trial_boot.cmdline_file {journal}"))?;
+    ensure!(
+        output.contains("ids-unique")
+            && output
+                .to_lowercase()
+                .contains(&format!("partuuid={}", root_partuuid.to_lowercase())),
+        "the playbook's output does not name the duplicate PARTUUID {root_partuuid}; see {}",
+        log.display()
+    );
+    // The duplicate is real: the stick carries the new root's PARTUUID.
+    let stick_partuuid = ssh.run(
+        "lsblk -no PARTUUID /dev/$(lsblk -dno NAME,SERIAL | awk '$2 == \"TB-STICK\" { print $1 }')1",
+    )?;
+    ensure!(
+        stick_partuuid.eq_ignore_ascii_case(&root_partuuid),
+        "the stick's partition has PARTUUID {stick_partuuid:?}, not the new root's {root_partuuid}"
+    );
+    let root = ssh.run("findmnt -no SOURCE /")?;
+    ensure!(
+        root == "/dev/mmcblk0p2",
+        "after the rollback the root is {root:?}, not the SD card's /dev/mmcblk0p2"
+    );
+    Ok((root_partuuid, trial_cmdline))
+}
+
+/// Normal boots (more than one only when the harness had to power-cycle
+/// an emergency shell), the trial boot, then the rescue's reboot onto the
+/// SD card from config.txt. Returns the trial boot's index.
+fn trial_between_normal_boots(boots: &[Boot]) -> Result<usize> {
     let trial = boots
         .iter()
         .position(|b| b.spec.tryboot)
@@ -138,7 +158,12 @@ pub fn run(images: &ImageSet) -> Result<()> {
             && trial + 1 < boots.len(),
         "expected normal boots, one trial boot, then a normal boot: {specs:?}"
     );
-    let f = facts(&boots[trial].job_ok()?.stdout);
+    Ok(trial)
+}
+
+/// The trial boot gave the stick the new root's disk identifier.
+fn check_clone_of(trial: &Boot, root_partuuid: &str) -> Result<()> {
+    let f = facts(&trial.job_ok()?.stdout);
     let cloned = f.get("cloned_id").context("the trial boot cloned no id")?;
     let cloned_hex = cloned.to_lowercase();
     ensure!(
@@ -147,8 +172,16 @@ pub fn run(images: &ImageSet) -> Result<()> {
             .starts_with(cloned_hex.trim_start_matches("0x")),
         "the stick got disk id {cloned}, which is not the new root {root_partuuid}'s"
     );
+    Ok(())
+}
 
-    let after = fat::snapshot(&sd, &sd_boot, &scratch)?;
+/// The SD card's boot partition after the rollback: cmdline.txt unchanged,
+/// the trial's files gone, every file as before.
+fn check_sd_as_before(
+    pristine: &BTreeMap<String, Vec<u8>>,
+    after: &BTreeMap<String, Vec<u8>>,
+    trial_cmdline: &str,
+) -> Result<()> {
     ensure!(
         after.get("cmdline.txt") == pristine.get("cmdline.txt"),
         "the SD card's cmdline.txt changed: {:?}",
@@ -161,7 +194,7 @@ pub fn run(images: &ImageSet) -> Result<()> {
             "{gone} is still on the SD card after the rollback"
         );
     }
-    let diff = fat::snapshot_diff(&pristine, &after);
+    let diff = fat::snapshot_diff(pristine, after);
     ensure!(
         diff.is_empty(),
         "after the rollback the SD card's boot partition differs from before: {diff:?}"

@@ -22,9 +22,11 @@
 use super::pimigrate_bin::{self, JOURNAL_FACTS, ROOT_PARTUUID, TRIAL_SYSROOT};
 use super::setup::{fact, Rig, Setup};
 use super::{expect_fact, facts, PROBE};
+use crate::mbr::Partition;
 use crate::power::{CutAt, PowerCuts, Root};
 use crate::{fat, After, Bus, ImageSet};
 use anyhow::{ensure, Context, Result};
+use std::path::Path;
 
 pub fn run(images: &ImageSet) -> Result<()> {
     let Rig { pi, sd, sd_boot } = Setup::new("power-cut-trial", &images.bookworm)
@@ -45,8 +47,29 @@ pub fn run(images: &ImageSet) -> Result<()> {
     )?;
     cuts.require(Root::Sd)?;
 
-    // Boot 2: the SD card as before; the resume finishes the trial's
-    // files, and the agent reboots into the trial.
+    let root_partuuid = resume_into_the_trial(&mut cuts, images, &sd, &sd_boot)?;
+    ensure!(
+        fat::read(&sd, &sd_boot, "syscfg.txt")?.as_deref() == Some(syscfg_before.as_str()),
+        "the migration changed syscfg.txt"
+    );
+    cuts.settled("the trial's files written")?;
+    trial_commit_cut_after_its_swap(&mut cuts)?;
+    commit_finished_on_nvme(&mut cuts, &sd, &sd_boot, &root_partuuid)?;
+    cuts.settled("committed")?;
+    cuts.finish()?;
+    Ok(())
+}
+
+/// Boot 2: the SD card as before; the resume finishes the trial's files
+/// (cmdline.txt untouched, tryboot.txt naming the trial's command line
+/// after config.txt's includes), and the agent reboots into the trial.
+/// Returns the plan's root PARTUUID, in lower case.
+fn resume_into_the_trial(
+    cuts: &mut PowerCuts,
+    images: &ImageSet,
+    sd: &Path,
+    sd_boot: &Partition,
+) -> Result<String> {
     let boot = cuts.boot(&format!("{RESUME}\n{JOURNAL_FACTS}"), After::Tryboot)?;
     let f = facts(&boot.job_ok()?.stdout);
     let root_partuuid = fact(&f, "plan_root_partuuid")?.to_lowercase();
@@ -54,27 +77,24 @@ pub fn run(images: &ImageSet) -> Result<()> {
         root_partuuid.len() == 36,
         "the plan's root PARTUUID {root_partuuid:?} is not a GPT partition GUID"
     );
-    let cmdline = fat::read(&sd, &sd_boot, "cmdline.txt")?.context("no cmdline.txt")?;
+    let cmdline = fat::read(sd, sd_boot, "cmdline.txt")?.context("no cmdline.txt")?;
     ensure!(
         cmdline.contains(&format!("root=PARTUUID={}-02", images.bookworm_signature)),
         "a trial migration changed cmdline.txt before the trial: {cmdline:?}"
     );
-    // tryboot.txt names the trial's command line after config.txt's includes.
-    let tryboot = fat::read(&sd, &sd_boot, "tryboot.txt")?.context("no tryboot.txt")?;
+    let tryboot = fat::read(sd, sd_boot, "tryboot.txt")?.context("no tryboot.txt")?;
     ensure!(
         tryboot
             .trim_end()
             .ends_with("[all]\ncmdline=cmdline.pimigrate.txt"),
         "tryboot.txt does not end with the trial's cmdline= after the includes: {tryboot:?}"
     );
-    ensure!(
-        fat::read(&sd, &sd_boot, "syscfg.txt")?.as_deref() == Some(syscfg_before.as_str()),
-        "the migration changed syscfg.txt"
-    );
-    cuts.settled("the trial's files written")?;
+    Ok(root_partuuid)
+}
 
-    // Boot 3: the trial, on the NVMe root; its commit loses its power
-    // right after the swap of cmdline.txt.
+/// Boot 3: the trial, on the NVMe root; its commit loses its power right
+/// after the swap of cmdline.txt.
+fn trial_commit_cut_after_its_swap(cuts: &mut PowerCuts) -> Result<()> {
     let trial = cuts.cut(
         "verify --commit's swap",
         &format!("{ROOT_PARTUUID}{TRIAL_SYSROOT}"),
@@ -91,9 +111,18 @@ pub fn run(images: &ImageSet) -> Result<()> {
         "the trial boot came up on {}",
         trial.root
     );
-    cuts.require(Root::Target)?;
+    cuts.require(Root::Target)
+}
 
-    // Boot 4: a normal boot, on NVMe; verify --commit finishes the commit.
+/// Boot 4: a normal boot, on NVMe; verify --commit finishes the commit:
+/// cmdline.txt names the NVMe root, the trial's files are gone, and
+/// verify passes.
+fn commit_finished_on_nvme(
+    cuts: &mut PowerCuts,
+    sd: &Path,
+    sd_boot: &Partition,
+    root_partuuid: &str,
+) -> Result<()> {
     let job = format!(
         r#"{PROBE}{ROOT_PARTUUID}
 set +e
@@ -112,10 +141,10 @@ echo "verify_status=$?"
     let out = normal.job_ok()?;
     let f = facts(&out.stdout);
     expect_fact(&f, "root", "/dev/nvme0n1p1")?;
-    expect_fact(&f, "root_partuuid", &root_partuuid)?;
+    expect_fact(&f, "root_partuuid", root_partuuid)?;
     expect_fact(&f, "commit_status", "0").with_context(|| out.stdout.clone())?;
     expect_fact(&f, "verify_status", "0").with_context(|| out.stdout.clone())?;
-    let cmdline = fat::read(&sd, &sd_boot, "cmdline.txt")?.context("no cmdline.txt")?;
+    let cmdline = fat::read(sd, sd_boot, "cmdline.txt")?.context("no cmdline.txt")?;
     ensure!(
         cmdline
             .to_lowercase()
@@ -124,12 +153,10 @@ echo "verify_status=$?"
     );
     for gone in ["tryboot.txt", "cmdline.pimigrate.txt"] {
         ensure!(
-            fat::read(&sd, &sd_boot, gone)?.is_none(),
+            fat::read(sd, sd_boot, gone)?.is_none(),
             "{gone} is still on the SD card after the commit"
         );
     }
-    cuts.settled("committed")?;
-    cuts.finish()?;
     Ok(())
 }
 

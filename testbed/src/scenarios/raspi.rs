@@ -13,11 +13,13 @@ use super::setup::{fact, migrate, Rig, Setup};
 use super::{expect_fact, facts, PROBE, UNTIMED_SD};
 use crate::card_channel;
 use crate::image::{ArmImage, ImageSet};
+use crate::mbr::Partition;
 use crate::power::{CutAt, PowerCuts, Root};
 use crate::qemu::Board;
-use crate::{fat, After, Boot, Bus};
+use crate::{fat, After, Boot, Bus, Pi};
 use anyhow::{ensure, Context, Result};
 use std::collections::BTreeMap;
+use std::path::Path;
 
 /// The model string of QEMU's raspi3b device tree (upstream Linux's
 /// bcm2837-rpi-3-b.dts), as the kernel prints it and pimigrate reads it.
@@ -139,19 +141,65 @@ fn check_devices(doc: &serde_json::Value) -> Result<()> {
 pub fn pi3_root_only(_: &ImageSet) -> Result<()> {
     let Rig { pi, sd, sd_boot } = raspi("pi3-root-only", Board::Raspi3b)?;
     let scratch = pi.work.join("fat-snapshot");
-    let without_channel = |files: BTreeMap<String, Vec<u8>>| -> BTreeMap<String, Vec<u8>> {
-        files
+    let sd_files = || -> Result<BootFiles> {
+        Ok(fat::snapshot(&sd, &sd_boot, &scratch)?
             .into_iter()
             .filter(|(name, _)| !card_channel::is_channel(name))
-            .collect()
+            .collect())
     };
-    let pristine = without_channel(fat::snapshot(&sd, &sd_boot, &scratch)?);
+    let pristine = sd_files()?;
 
-    // Boot 1, SD root: migrate; the power goes right after pimigrate has
-    // swapped cmdline.txt and flushed it, before its journal says so. On
-    // the Pi's own SD controller (sdhost) and FAT driver, the new
-    // cmdline.txt must be on the card.
     let mut cuts = PowerCuts::new(pi, "pi3-root-only")?;
+    let migration = migrate_cut_after_the_swap(&mut cuts, &pristine, &sd, &sd_boot)?;
+    let mut pi = verify_then_kernel_hooks(cuts, &migration)?;
+
+    // Boot 3: the regenerated boot files still boot the USB root; roll back.
+    let rollback = format!("{PROBE}\npimigrate rollback --yes\n");
+    let third = pi.run(&rollback, After::Reboot)?;
+    let out = third.job_ok()?;
+    expect_fact(&facts(&out.stdout), "root", &migration.usb_root)
+        .with_context(|| out.stdout.clone())?;
+
+    // Boot 4: the SD card's root again, its boot files as they were.
+    let fourth = pi.run(PROBE, After::PowerOff)?;
+    let f = facts(&fourth.job_ok()?.stdout);
+    expect_fact(&f, "root", "/dev/mmcblk0p2")?;
+    expect_fact(&f, "boot_firmware", "/dev/mmcblk0p1")?;
+    let after = sd_files()?;
+    // The initrd is the kernel hooks' (rebuilt in boot 2), not pimigrate's.
+    let initrd = |name: &str| name.starts_with("initrd.img-");
+    let diff: Vec<String> = fat::snapshot_diff(&pristine, &after)
+        .into_iter()
+        .filter(|d| !(initrd(d) && d.ends_with(" changed")))
+        .collect();
+    ensure!(
+        diff.is_empty(),
+        "after rollback the SD card's boot partition differs from the pristine one: {diff:?}"
+    );
+    Ok(())
+}
+
+/// The files on the SD card's boot partition (names and bytes), without
+/// the testbed's command channel.
+type BootFiles = BTreeMap<String, Vec<u8>>;
+
+/// What pi3-root-only's migration made: the new root's PARTUUID and its
+/// device in the guest.
+struct RootMove {
+    root_partuuid: String,
+    usb_root: String,
+}
+
+/// Boot 1, SD root: migrate; the power goes right after pimigrate has
+/// swapped cmdline.txt and flushed it, before its journal says so. On the
+/// Pi's own SD controller (sdhost) and FAT driver, the new cmdline.txt must
+/// be on the card: every other byte as it was, root= the new one's.
+fn migrate_cut_after_the_swap(
+    cuts: &mut PowerCuts,
+    pristine: &BootFiles,
+    sd: &Path,
+    sd_boot: &Partition,
+) -> Result<RootMove> {
     cuts.cut(
         "the swap flushed",
         &pimigrate_bin::find_disk(USB_SERIAL),
@@ -167,8 +215,6 @@ pub fn pi3_root_only(_: &ImageSet) -> Result<()> {
         .as_str()
         .context("no target in the journal")?
         .to_string();
-    let usb_root = format!("{target}1");
-    // Every other byte as it was, root= the new one's.
     let original = pristine.get("cmdline.txt").context("no cmdline.txt")?;
     let original_text = String::from_utf8_lossy(original);
     let old_root = original_text
@@ -176,7 +222,7 @@ pub fn pi3_root_only(_: &ImageSet) -> Result<()> {
         .find(|w| w.starts_with("root="))
         .context("the original cmdline.txt has no root=")?;
     let migrated = original_text.replace(old_root, &format!("root=PARTUUID={root_partuuid}"));
-    let cmdline = fat::read(&sd, &sd_boot, "cmdline.txt")?.context("no cmdline.txt")?;
+    let cmdline = fat::read(sd, sd_boot, "cmdline.txt")?.context("no cmdline.txt")?;
     ensure!(
         cmdline == migrated,
         "the SD card's cmdline.txt after the cut is {cmdline:?}, not the migrated {migrated:?}"
@@ -188,12 +234,24 @@ pub fn pi3_root_only(_: &ImageSet) -> Result<()> {
             ("cmdline.txt.pimigrate-backup", original.clone()),
         ],
     );
+    Ok(RootMove {
+        root_partuuid,
+        usb_root: format!("{target}1"),
+    })
+}
 
-    // Boot 2, USB root: verify with nothing but the running system, then
-    // what a kernel upgrade runs: linux-image's postinst hands the version
-    // to every hook in /etc/kernel/postinst.d (initramfs-tools rebuilds
-    // the initrd, raspi-firmware copies it and rewrites config.txt and
-    // cmdline.txt from /etc/default/raspi-firmware).
+/// Boot 2, USB root: `migrate --resume` completes the journal, verify with
+/// nothing but the running system, then what a kernel upgrade runs:
+/// linux-image's postinst hands the version to every hook in
+/// /etc/kernel/postinst.d (initramfs-tools rebuilds the initrd,
+/// raspi-firmware copies it and rewrites config.txt and cmdline.txt from
+/// /etc/default/raspi-firmware), which must keep the USB root. Ends the
+/// power cuts and hands the Pi back.
+fn verify_then_kernel_hooks(mut cuts: PowerCuts, migration: &RootMove) -> Result<Pi> {
+    let RootMove {
+        root_partuuid,
+        usb_root,
+    } = migration;
     let check = format!(
         r#"{}{PROBE}{IDS_UNIQUE}
 echo "fstab_root=$(findmnt -s -no SOURCE /)"
@@ -218,8 +276,8 @@ echo "rootpart=$(grep '^ROOTPART=' /etc/default/raspi-firmware)"
     // The new root's journal did not know the swap was done: resume says
     // it is, and records it.
     expect_fact(&f, "resume_status", "0").with_context(|| out.stderr.clone())?;
-    let mut pi = cuts.finish()?;
-    expect_fact(&f, "root", &usb_root).with_context(|| out.stdout.clone())?;
+    let pi = cuts.finish()?;
+    expect_fact(&f, "root", usb_root).with_context(|| out.stdout.clone())?;
     expect_fact(&f, "boot_firmware", "/dev/mmcblk0p1")?;
     expect_fact(&f, "fstab_root", &format!("PARTUUID={root_partuuid}"))?;
     expect_fact(&f, "verify_status", "0").with_context(|| out.stdout.clone())?;
@@ -232,30 +290,7 @@ echo "rootpart=$(grep '^ROOTPART=' /etc/default/raspi-firmware)"
          {regenerated:?} ({})",
         fact(&f, "rootpart")?
     );
-
-    // Boot 3: the regenerated boot files still boot the USB root; roll back.
-    let rollback = format!("{PROBE}\npimigrate rollback --yes\n");
-    let third = pi.run(&rollback, After::Reboot)?;
-    let out = third.job_ok()?;
-    expect_fact(&facts(&out.stdout), "root", &usb_root).with_context(|| out.stdout.clone())?;
-
-    // Boot 4: the SD card's root again, its boot files as they were.
-    let fourth = pi.run(PROBE, After::PowerOff)?;
-    let f = facts(&fourth.job_ok()?.stdout);
-    expect_fact(&f, "root", "/dev/mmcblk0p2")?;
-    expect_fact(&f, "boot_firmware", "/dev/mmcblk0p1")?;
-    let after = without_channel(fat::snapshot(&sd, &sd_boot, &scratch)?);
-    // The initrd is the kernel hooks' (rebuilt in boot 2), not pimigrate's.
-    let initrd = |name: &str| name.starts_with("initrd.img-");
-    let diff: Vec<String> = fat::snapshot_diff(&pristine, &after)
-        .into_iter()
-        .filter(|d| !(initrd(d) && d.ends_with(" changed")))
-        .collect();
-    ensure!(
-        diff.is_empty(),
-        "after rollback the SD card's boot partition differs from the pristine one: {diff:?}"
-    );
-    Ok(())
+    Ok(pi)
 }
 
 /// Job lines: the trial-boot flag as the firmware left it in the device

@@ -13,8 +13,9 @@
 
 use super::setup::{fact, migrate, Rig, Setup};
 use super::{expect_fact, facts, PROBE};
-use crate::{fat, After, Ending, ImageSet};
+use crate::{fat, After, Ending, ImageSet, Pi};
 use anyhow::{ensure, Context, Result};
+use std::collections::BTreeMap;
 
 /// What the initramfs prints when the root device never shows up (Debian's
 /// initramfs-tools), any one of which means the trial is lost.
@@ -23,6 +24,9 @@ const GAVE_UP: [&str; 3] = [
     "does not exist.  Dropping to a shell",
     "Rebooting automatically due to panic",
 ];
+
+/// The files on the SD card's boot partition, names and bytes.
+type BootFiles = BTreeMap<String, Vec<u8>>;
 
 pub fn run(images: &ImageSet) -> Result<()> {
     let Rig {
@@ -33,23 +37,36 @@ pub fn run(images: &ImageSet) -> Result<()> {
         .usb_ssd()
         .build()?;
     let scratch = pi.work.join("fat-snapshot");
-    let pristine = fat::snapshot(&sd, &sd_boot, &scratch)?;
+    let sd_files = || fat::snapshot(&sd, &sd_boot, &scratch);
+    let pristine = sd_files()?;
     let pristine_cmdline = pristine
         .get("cmdline.txt")
         .context("the pristine SD card has no cmdline.txt")?
         .clone();
 
-    // Boot 1: migrate with a trial; the agent reboots into it.
-    let f = migrate(
-        &mut pi,
-        "TB-SSD",
-        "--table mbr --trial always",
-        After::Tryboot,
-    )?;
-    let root_partuuid = fact(&f, "plan_root_partuuid")?;
-    let trial_files = fat::snapshot(&sd, &sd_boot, &scratch)?;
+    let root_partuuid = migrate_with_trial(&mut pi)?;
+    trial_files_in_place(&sd_files()?, &pristine_cmdline)?;
+    trial_without_the_ssd(&mut pi, &root_partuuid)?;
+    verify_and_roll_back_on_the_sd(&mut pi)?;
+    let diff = fat::snapshot_diff(&pristine, &sd_files()?);
     ensure!(
-        trial_files.get("cmdline.txt") == Some(&pristine_cmdline),
+        diff.is_empty(),
+        "after rollback the SD card's boot partition differs from before the migration: {diff:?}"
+    );
+    sd_boots_its_own_root(&mut pi, &pristine_cmdline)
+}
+
+/// Boot 1: migrate with a trial; the agent reboots into it. Returns the
+/// new root's PARTUUID.
+fn migrate_with_trial(pi: &mut Pi) -> Result<String> {
+    let f = migrate(pi, "TB-SSD", "--table mbr --trial always", After::Tryboot)?;
+    fact(&f, "plan_root_partuuid")
+}
+
+/// A trial migration leaves cmdline.txt as it was and adds tryboot.txt.
+fn trial_files_in_place(trial_files: &BootFiles, pristine_cmdline: &[u8]) -> Result<()> {
+    ensure!(
+        trial_files.get("cmdline.txt").map(Vec::as_slice) == Some(pristine_cmdline),
         "a trial migration changed cmdline.txt before the trial"
     );
     ensure!(
@@ -57,9 +74,12 @@ pub fn run(images: &ImageSet) -> Result<()> {
         "the trial migration left no tryboot.txt on the SD card: {:?}",
         trial_files.keys().collect::<Vec<_>>()
     );
+    Ok(())
+}
 
-    // Boot 2: the trial, with the SSD gone. The job would report if the
-    // trial came up anyway; the power is cut once the initramfs gives up.
+/// Boot 2: the trial, with the SSD gone. The job would report if the
+/// trial came up anyway; the power is cut once the initramfs gives up.
+fn trial_without_the_ssd(pi: &mut Pi, root_partuuid: &str) -> Result<()> {
     pi.detach("ssd")?;
     pi.share().set_job(PROBE, After::Stay)?;
     let trial =
@@ -97,9 +117,12 @@ pub fn run(images: &ImageSet) -> Result<()> {
         "the trial boot without its root still ran the job"
     );
     ensure!(!pi.tryboot_pending(), "the trial flag survived the trial");
+    Ok(())
+}
 
-    // Boot 3: power on again: the SD card as before. verify fails there and
-    // says how to roll back; rollback removes the trial files.
+/// Boot 3: power on again: the SD card as before. verify fails there and
+/// says how to roll back; rollback removes the trial files.
+fn verify_and_roll_back_on_the_sd(pi: &mut Pi) -> Result<()> {
     let job = format!(
         r#"{PROBE}
 set +e
@@ -134,15 +157,12 @@ echo "rollback_status=$?"
         verify.contains("pimigrate rollback"),
         "verify after a failed trial does not say how to roll back:\n{verify}"
     );
-    expect_fact(&f, "rollback_status", "0").with_context(|| out.stderr.clone())?;
-    let rolled_back = fat::snapshot(&sd, &sd_boot, &scratch)?;
-    let diff = fat::snapshot_diff(&pristine, &rolled_back);
-    ensure!(
-        diff.is_empty(),
-        "after rollback the SD card's boot partition differs from before the migration: {diff:?}"
-    );
+    expect_fact(&f, "rollback_status", "0").with_context(|| out.stderr.clone())
+}
 
-    // Boot 4: the SD card's own root, from config.txt.
+/// Boot 4: the SD card's own root, from config.txt, with its own command
+/// line.
+fn sd_boots_its_own_root(pi: &mut Pi, pristine_cmdline: &[u8]) -> Result<()> {
     let last = pi.run(PROBE, After::PowerOff)?;
     ensure!(
         last.spec.config_file == "config.txt",
@@ -152,7 +172,7 @@ echo "rollback_status=$?"
     let f = facts(&last.job_ok()?.stdout);
     expect_fact(&f, "root", "/dev/mmcblk0p2")?;
     let cmdline = f.get("cmdline").context("no cmdline")?;
-    let pristine_text = String::from_utf8_lossy(&pristine_cmdline);
+    let pristine_text = String::from_utf8_lossy(pristine_cmdline);
     ensure!(
         cmdline.starts_with(pristine_text.trim()),
         "the last boot's /proc/cmdline {cmdline:?} is not the SD card's own {pristine_text:?}"

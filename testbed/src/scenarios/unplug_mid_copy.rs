@@ -10,7 +10,8 @@
 use super::pimigrate_bin::{self, JOURNAL_FACTS};
 use super::setup::{fact, Rig, Setup};
 use super::{expect_fact, facts, PROBE};
-use crate::{fat, After, Ending, ImageSet};
+use crate::qmp::Unplug;
+use crate::{fat, After, Boot, Ending, ImageSet, Pi};
 use anyhow::{ensure, Context, Result};
 use std::time::{Duration, Instant};
 
@@ -41,9 +42,45 @@ pub fn run(images: &ImageSet) -> Result<()> {
     let scratch = pi.work.join("fat-snapshot");
     let pristine = fat::snapshot(&sd, &sd_boot, &scratch)?;
 
-    // Boot 1: migrate; the disk goes away a few seconds into the copy.
-    // `timeout`: a pimigrate hung on a vanished disk fails here, not at
-    // the boot's time limit.
+    let first = migrate_and_unplug(&mut pi, &unplug)?;
+    let target = failed_naming_the_disk(&first)?;
+    let after = fat::snapshot(&sd, &sd_boot, &scratch)?;
+    let diff = fat::snapshot_diff(&pristine, &after);
+    ensure!(
+        diff.is_empty(),
+        "the SD card's boot partition changed although the migration failed: {diff:?}"
+    );
+
+    // Boot 2: disk plugged in again; the Pi comes up on its SD card, and
+    // the advised `--resume` finishes the move.
+    let resume = format!("{PROBE}\npimigrate migrate --resume --yes\n{JOURNAL_FACTS}");
+    let second = pi.run(&resume, After::Reboot)?;
+    let out = second.job_ok()?;
+    let f = facts(&out.stdout);
+    expect_fact(&f, "root", "/dev/mmcblk0p2")?;
+    expect_fact(&f, "boot_firmware", "/dev/mmcblk0p1")?;
+    let root_partuuid = fact(&f, "plan_root_partuuid")?;
+
+    // Boot 3: on the SSD's root, which verify accepts.
+    let check =
+        format!("{PROBE}\nset +e\npimigrate verify --no-bench\necho \"verify_status=$?\"\n");
+    let third = pi.run(&check, After::PowerOff)?;
+    let out = third.job_ok()?;
+    let f = facts(&out.stdout);
+    expect_fact(&f, "root", &format!("{target}1"))?;
+    expect_fact(&f, "verify_status", "0").with_context(|| out.stdout.clone())?;
+    let cmdline = fat::read(&sd, &sd_boot, "cmdline.txt")?.context("no cmdline.txt")?;
+    ensure!(
+        cmdline.contains(&format!("root=PARTUUID={root_partuuid} ")),
+        "the resumed migration's cmdline.txt does not name {root_partuuid}: {cmdline:?}"
+    );
+    Ok(())
+}
+
+/// Boot 1: migrate; the disk goes away a few seconds into the copy.
+/// `timeout`: a pimigrate hung on a vanished disk fails here, not at the
+/// boot's time limit.
+fn migrate_and_unplug(pi: &mut Pi, unplug: &Unplug) -> Result<Boot> {
     let job = format!(
         r#"{find}
 set +e
@@ -72,12 +109,19 @@ set -e
         }
         Ok(())
     })?;
-    let out = first.job_ok()?;
     ensure!(
         unplugged_at.is_some(),
         "the copy never started (no {COPY_STEP:?} on pimigrate's stderr), so nothing was unplugged:\n{}",
-        out.stderr
+        first.job_ok()?.stderr
     );
+    Ok(first)
+}
+
+/// The migration whose disk was pulled failed, naming the disk and how to
+/// carry on, with its journal after the format and nothing left mounted;
+/// the guest powered off. Returns the target's device.
+fn failed_naming_the_disk(first: &Boot) -> Result<String> {
+    let out = first.job_ok()?;
     ensure!(
         first.record.ending == Ending::PowerOff,
         "the guest did not power off after the failed migration: {:?}",
@@ -111,35 +155,5 @@ set -e
     // Partitioned and formatted, not copied: the journal says where it stopped.
     expect_fact(&f, "journal_done", r#"["partitioned","formatted"]"#)?;
     expect_fact(&f, "mounts_left", "0")?;
-    let after = fat::snapshot(&sd, &sd_boot, &scratch)?;
-    let diff = fat::snapshot_diff(&pristine, &after);
-    ensure!(
-        diff.is_empty(),
-        "the SD card's boot partition changed although the migration failed: {diff:?}"
-    );
-
-    // Boot 2: disk plugged in again; the Pi comes up on its SD card, and
-    // the advised `--resume` finishes the move.
-    let resume = format!("{PROBE}\npimigrate migrate --resume --yes\n{JOURNAL_FACTS}");
-    let second = pi.run(&resume, After::Reboot)?;
-    let out = second.job_ok()?;
-    let f = facts(&out.stdout);
-    expect_fact(&f, "root", "/dev/mmcblk0p2")?;
-    expect_fact(&f, "boot_firmware", "/dev/mmcblk0p1")?;
-    let root_partuuid = fact(&f, "plan_root_partuuid")?;
-
-    // Boot 3: on the SSD's root, which verify accepts.
-    let check =
-        format!("{PROBE}\nset +e\npimigrate verify --no-bench\necho \"verify_status=$?\"\n");
-    let third = pi.run(&check, After::PowerOff)?;
-    let out = third.job_ok()?;
-    let f = facts(&out.stdout);
-    expect_fact(&f, "root", &format!("{target}1"))?;
-    expect_fact(&f, "verify_status", "0").with_context(|| out.stdout.clone())?;
-    let cmdline = fat::read(&sd, &sd_boot, "cmdline.txt")?.context("no cmdline.txt")?;
-    ensure!(
-        cmdline.contains(&format!("root=PARTUUID={root_partuuid} ")),
-        "the resumed migration's cmdline.txt does not name {root_partuuid}: {cmdline:?}"
-    );
-    Ok(())
+    Ok(target)
 }

@@ -16,6 +16,7 @@
 use super::pimigrate_bin::{self, JOURNAL_FACTS, ROOT_PARTUUID, TRIAL_SYSROOT};
 use super::setup::{fact, Rig, Setup};
 use super::{expect_fact, facts, PROBE};
+use crate::mbr::Partition;
 use crate::{fat, After, Boot, Bus, Ending, ImageSet, Pi};
 use anyhow::{ensure, Context, Result};
 use serde_json::Value;
@@ -105,75 +106,10 @@ pub fn run(images: &ImageSet) -> Result<()> {
     let pristine_cmdline =
         fat::read(&sd, &sd_boot, "cmdline.txt")?.context("the SD card has no cmdline.txt")?;
 
-    // Boot 1: the wizard.
     step("boot 1/3: the wizard benchmarks the drives, recommends, plans and migrates (several minutes)");
-    let first = pi.run_past_emergency(&wizard_job(), After::Tryboot)?;
-    let f = facts(&first.job_ok()?.stdout);
-    ensure!(
-        first.record.ending == Ending::TrybootReboot,
-        "no trial reboot after the wizard: {:?}",
-        first.record.ending
-    );
-    let ssd = fact(&f, "ssd")?;
-    let flash = fact(&f, "flash")?;
-    let root_partuuid = fact(&f, "plan_root_partuuid")?.to_lowercase();
-    let trial_cmdline = f
-        .get("plan_trial_cmdline")
-        .filter(|v| !v.is_empty())
-        .context("the wizard's plan has no trial boot")?
-        .clone();
-    let tryboot = fact(&f, "plan_tryboot")?;
-    check_recommendation(&pi, &ssd, &flash)?;
-    keep_recommendation_text(&pi)?;
-    ensure!(
-        fat::read(&sd, &sd_boot, "cmdline.txt")?.as_deref() == Some(pristine_cmdline.as_str()),
-        "the wizard changed cmdline.txt before the trial boot"
-    );
-    for file in [&tryboot, &trial_cmdline] {
-        ensure!(
-            fat::read(&sd, &sd_boot, file)?.is_some(),
-            "the trial boot's {file} is not on the SD card"
-        );
-    }
-
-    // Boot 2: the trial, on the SSD; commit it and benchmark.
+    let plan = wizard_migrates(&mut pi, &sd, &sd_boot, &pristine_cmdline)?;
     step("boot 2/3: the trial boot on the SSD: verify --commit, then the before/after benchmark");
-    let trial = pi.run_past_emergency(&trial_job(), After::Reboot)?;
-    ensure!(
-        trial.spec.config_file == "tryboot.txt",
-        "the boot after the wizard read {}, not tryboot.txt",
-        trial.spec.config_file
-    );
-    let f = facts(&trial.job_ok()?.stdout);
-    expect_fact(&f, "root", &format!("{ssd}1"))?;
-    expect_fact(&f, "root_partuuid", &root_partuuid)?;
-    expect_fact(&f, "boot_firmware", "/dev/mmcblk0p1")?;
-    let table = keep(&pi, "before-after.txt")?;
-    ensure!(
-        table.contains("Benchmark, before and after") && table.contains(RND_WRITE),
-        "verify printed no before/after table with {RND_WRITE}:\n{table}"
-    );
-    let cmdline = fat::read(&sd, &sd_boot, "cmdline.txt")?.context("no cmdline.txt")?;
-    ensure!(
-        cmdline
-            .to_lowercase()
-            .contains(&format!("root=partuuid={root_partuuid} ")),
-        "after the commit cmdline.txt does not name the SSD's {root_partuuid}: {cmdline:?}"
-    );
-    let backup = fat::read(&sd, &sd_boot, "cmdline.txt.pimigrate-backup")?
-        .context("the commit left no cmdline.txt.pimigrate-backup")?;
-    ensure!(
-        backup == pristine_cmdline,
-        "cmdline.txt.pimigrate-backup is not the pristine command line: {backup:?}"
-    );
-    // The commit writes a temporary file and renames it over cmdline.txt.
-    let temporary = "cmdline.txt.pimigrate-new";
-    for file in [&tryboot, &trial_cmdline, temporary] {
-        ensure!(
-            fat::read(&sd, &sd_boot, file)?.is_none(),
-            "{file} is still on the SD card after the commit"
-        );
-    }
+    trial_commits(&mut pi, &sd, &sd_boot, &plan, &pristine_cmdline)?;
 
     // Boot 3: a normal boot.
     step("boot 3/3: a normal boot: root on the SSD, verify --json with its benchmark");
@@ -184,13 +120,115 @@ pub fn run(images: &ImageSet) -> Result<()> {
         normal.spec.config_file
     );
     let f = facts(&normal.job_ok()?.stdout);
-    expect_fact(&f, "root", &format!("{ssd}1"))?;
-    expect_fact(&f, "root_partuuid", &root_partuuid)?;
+    expect_fact(&f, "root", &format!("{}1", plan.ssd))?;
+    expect_fact(&f, "root_partuuid", &plan.root_partuuid)?;
     check_verify(&pi, &normal)?;
     step(&format!(
         "the story passed; the recommendation and the before/after table are in {}",
         pi.logs.display()
     ));
+    Ok(())
+}
+
+/// What the wizard planned: the SSD it moved to, the new root's PARTUUID
+/// (lower case), and the trial boot's two files on the SD card.
+struct WizardPlan {
+    ssd: String,
+    root_partuuid: String,
+    trial_cmdline: String,
+    tryboot: String,
+}
+
+/// Boot 1: the wizard recommends the SSD over the flash drive, migrates,
+/// writes the trial's files (cmdline.txt untouched) and reboots into the
+/// trial.
+fn wizard_migrates(
+    pi: &mut Pi,
+    sd: &Path,
+    sd_boot: &Partition,
+    pristine_cmdline: &str,
+) -> Result<WizardPlan> {
+    let first = pi.run_past_emergency(&wizard_job(), After::Tryboot)?;
+    let f = facts(&first.job_ok()?.stdout);
+    ensure!(
+        first.record.ending == Ending::TrybootReboot,
+        "no trial reboot after the wizard: {:?}",
+        first.record.ending
+    );
+    let ssd = fact(&f, "ssd")?;
+    let flash = fact(&f, "flash")?;
+    let plan = WizardPlan {
+        root_partuuid: fact(&f, "plan_root_partuuid")?.to_lowercase(),
+        trial_cmdline: f
+            .get("plan_trial_cmdline")
+            .filter(|v| !v.is_empty())
+            .context("the wizard's plan has no trial boot")?
+            .clone(),
+        tryboot: fact(&f, "plan_tryboot")?,
+        ssd,
+    };
+    check_recommendation(pi, &plan.ssd, &flash)?;
+    keep_recommendation_text(pi)?;
+    ensure!(
+        fat::read(sd, sd_boot, "cmdline.txt")?.as_deref() == Some(pristine_cmdline),
+        "the wizard changed cmdline.txt before the trial boot"
+    );
+    for file in [&plan.tryboot, &plan.trial_cmdline] {
+        ensure!(
+            fat::read(sd, sd_boot, file)?.is_some(),
+            "the trial boot's {file} is not on the SD card"
+        );
+    }
+    Ok(plan)
+}
+
+/// Boot 2: the trial, on the SSD; verify commits it and benchmarks. The
+/// commit names the SSD's root in cmdline.txt, keeps the pristine one as
+/// its backup, and leaves none of the trial's files behind.
+fn trial_commits(
+    pi: &mut Pi,
+    sd: &Path,
+    sd_boot: &Partition,
+    plan: &WizardPlan,
+    pristine_cmdline: &str,
+) -> Result<()> {
+    let trial = pi.run_past_emergency(&trial_job(), After::Reboot)?;
+    ensure!(
+        trial.spec.config_file == "tryboot.txt",
+        "the boot after the wizard read {}, not tryboot.txt",
+        trial.spec.config_file
+    );
+    let f = facts(&trial.job_ok()?.stdout);
+    let root_partuuid = &plan.root_partuuid;
+    expect_fact(&f, "root", &format!("{}1", plan.ssd))?;
+    expect_fact(&f, "root_partuuid", root_partuuid)?;
+    expect_fact(&f, "boot_firmware", "/dev/mmcblk0p1")?;
+    let table = keep(pi, "before-after.txt")?;
+    ensure!(
+        table.contains("Benchmark, before and after") && table.contains(RND_WRITE),
+        "verify printed no before/after table with {RND_WRITE}:\n{table}"
+    );
+    let cmdline = fat::read(sd, sd_boot, "cmdline.txt")?.context("no cmdline.txt")?;
+    ensure!(
+        cmdline
+            .to_lowercase()
+            .contains(&format!("root=partuuid={root_partuuid} ")),
+        "after the commit cmdline.txt does not name the SSD's {root_partuuid}: {cmdline:?}"
+    );
+    let backup = fat::read(sd, sd_boot, "cmdline.txt.pimigrate-backup")?
+        .context("the commit left no cmdline.txt.pimigrate-backup")?;
+    ensure!(
+        backup == pristine_cmdline,
+        "cmdline.txt.pimigrate-backup is not the pristine command line: {backup:?}"
+    );
+    // The commit writes a temporary file and renames it over cmdline.txt.
+    let temporary = "cmdline.txt.pimigrate-new";
+    for file in [plan.tryboot.as_str(), &plan.trial_cmdline, temporary] {
+        ensure!(
+            fat::read(sd, sd_boot, file)?.is_none(),
+            "{file} is still on the SD card after the commit"
+        );
+    }
     Ok(())
 }
 
