@@ -135,15 +135,7 @@ fn apply_steps(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<
     let target_root = mount_device(&root_device, "ext4", "target-root")?;
     crate::failpoint::hit("after-mount");
     if !journal.is_done(Step::Copied) {
-        (ctx.step)("copying the root filesystem");
-        let source = bind_read_only(&host.path(&journal.source_root), "source-root")?;
-        super::copy_root::copy_root(source.path(), target_root.path(), &plan, ctx)?;
-        source.unmount()?;
-        // On the target before the journal says so: after a power cut a
-        // resume trusts this step and copies nothing again.
-        target_root.sync()?;
-        crate::failpoint::hit("after-copy");
-        journal.mark(Step::Copied, &state_dir)?;
+        copy_root_step(host, &mut journal, &target_root, &state_dir, ctx)?;
     }
     ctx.check_cancel()?;
 
@@ -164,14 +156,7 @@ fn apply_steps(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<
 
     if !journal.is_done(Step::TargetEdited) {
         (ctx.step)("editing fstab (and cmdline.txt) on the target");
-        for edit in plan.edits.iter().filter(|e| e.site != EditSite::SourceBoot) {
-            let root = match edit.site {
-                EditSite::TargetBoot => target_boot.as_ref().map(Mounted::path),
-                _ => Some(target_root.path()),
-            }
-            .context("the plan edits a target boot partition it does not have")?;
-            edit_in_place(root, edit)?;
-        }
+        edit_target(&plan, &target_root, target_boot.as_ref())?;
         crate::failpoint::hit("after-target-edits");
         journal.mark(Step::TargetEdited, &state_dir)?;
     }
@@ -253,6 +238,39 @@ impl PartitionDevices {
             PartitionDevices::Loops(loops) => loops.devices().to_vec(),
         }
     }
+}
+
+/// The live root, bound read-only, copied onto the mounted target root,
+/// and on the target's disk before the journal says so: after a power
+/// cut a resume trusts this step and copies nothing again.
+fn copy_root_step(
+    host: &Host,
+    journal: &mut Journal,
+    target_root: &Mounted,
+    state_dir: &Path,
+    ctx: &ApplyContext,
+) -> Result<()> {
+    (ctx.step)("copying the root filesystem");
+    let source = bind_read_only(&host.path(&journal.source_root), "source-root")?;
+    super::copy_root::copy_root(source.path(), target_root.path(), &journal.plan, ctx)?;
+    source.unmount()?;
+    target_root.sync()?;
+    crate::failpoint::hit("after-copy");
+    journal.mark(Step::Copied, state_dir)
+}
+
+/// The plan's edits of the target's files (fstab, and a full move's
+/// cmdline.txt on the new boot partition), each in place.
+fn edit_target(plan: &Plan, target_root: &Mounted, target_boot: Option<&Mounted>) -> Result<()> {
+    for edit in plan.edits.iter().filter(|e| e.site != EditSite::SourceBoot) {
+        let root = match edit.site {
+            EditSite::TargetBoot => target_boot.map(Mounted::path),
+            _ => Some(target_root.path()),
+        }
+        .context("the plan edits a target boot partition it does not have")?;
+        edit_in_place(root, edit)?;
+    }
+    Ok(())
 }
 
 fn device_for(plan: &Plan, devices: &PartitionDevices, role: PartitionRole) -> Result<PathBuf> {

@@ -3,7 +3,8 @@
 
 use super::*;
 use crate::bootcfg::noroot::{recognise, BootListing};
-use crate::bootcfg::{Cmdline, Fstab, FstabError};
+use crate::bootcfg::{Cmdline, Fstab, FstabEntry, FstabError};
+use crate::system::source::{BootFile, BootFileError};
 use crate::system::System;
 use std::path::Path;
 
@@ -29,37 +30,8 @@ pub(super) fn check_source<'a>(
         reasons.push(reason);
         return None;
     }
-    let fstab = match &source.fstab {
-        Ok(file) => match &file.parsed {
-            Ok(fstab) => Some((fstab, file)),
-            Err(err) => {
-                reasons.push(Reason::new("source-fstab", err.to_string()).hint(
-                    "fix /etc/fstab on the source first; pimigrate edits it and will not guess",
-                ));
-                None
-            }
-        },
-        Err(err) => {
-            reasons.push(Reason::new("source-fstab", err.to_string()));
-            None
-        }
-    };
-    let cmdline = match &source.cmdline {
-        Ok(file) => match &file.parsed {
-            Ok(cmdline) => Some((cmdline, file)),
-            Err(err) => {
-                reasons.push(
-                    Reason::new("source-cmdline", err.to_string())
-                        .hint("the firmware reads this file to boot; fix it (one line with root=...) before migrating"),
-                );
-                None
-            }
-        },
-        Err(err) => {
-            reasons.push(Reason::new("source-cmdline", err.to_string()));
-            None
-        }
-    };
+    let fstab = parsed_fstab(&source.fstab, reasons);
+    let cmdline = parsed_cmdline(&source.cmdline, reasons);
     let ((fstab, fstab_file), (cmdline, cmdline_file)) = (fstab?, cmdline?);
     // No `/` line (Arch Linux ARM): the kernel mounts root from root=, and
     // the plan edits cmdline.txt alone.
@@ -68,41 +40,9 @@ pub(super) fn check_source<'a>(
         Err(FstabError::NoRootEntry) => None,
         Err(_) => return None,
     };
-    let root_spec = match root_entry.as_ref().map(|e| (e, e.device_spec())) {
-        None => match cmdline.root() {
-            Ok(spec) => spec,
-            Err(err) => {
-                reasons.push(Reason::new("source-cmdline", err.to_string()));
-                return None;
-            }
-        },
-        Some((_, Ok(spec))) => spec,
-        Some((root_entry, Err(err))) => {
-            reasons.push(Reason::new(
-                "source-fstab",
-                format!(
-                    "the / entry of /etc/fstab names '{}', which is not a device: {err}",
-                    root_entry.spec
-                ),
-            ));
-            return None;
-        }
-    };
+    let root_spec = root_spec(root_entry.as_ref(), cmdline, reasons)?;
     let boot_dir = source.boot_dir.as_deref()?;
-    let device_name = |devno| {
-        system
-            .disks
-            .iter()
-            .flat_map(|d| &d.partitions)
-            .find(|p| p.devno == Some(devno))
-            .and_then(|p| p.path.as_ref())
-            .map(|p| p.display().to_string())
-            .or_else(|| {
-                system
-                    .disk_holding(devno)
-                    .map(|d| d.path.display().to_string())
-            })
-    };
+    let device_name = |devno| device_name(system, devno);
     Some(CheckedSource {
         fstab,
         fstab_bytes: &fstab_file.bytes,
@@ -120,6 +60,96 @@ pub(super) fn check_source<'a>(
             fstab_names_root: root_entry.is_some(),
         },
     })
+}
+
+/// The source's fstab, parsed, or the reason it cannot be edited.
+fn parsed_fstab<'a>(
+    file: &'a Result<BootFile<Fstab>, BootFileError>,
+    reasons: &mut Vec<Reason>,
+) -> Option<(&'a Fstab, &'a BootFile<Fstab>)> {
+    match file {
+        Ok(file) => match &file.parsed {
+            Ok(fstab) => Some((fstab, file)),
+            Err(err) => {
+                reasons.push(Reason::new("source-fstab", err.to_string()).hint(
+                    "fix /etc/fstab on the source first; pimigrate edits it and will not guess",
+                ));
+                None
+            }
+        },
+        Err(err) => {
+            reasons.push(Reason::new("source-fstab", err.to_string()));
+            None
+        }
+    }
+}
+
+/// The source's cmdline.txt, parsed, or the reason it cannot be edited.
+fn parsed_cmdline<'a>(
+    file: &'a Result<BootFile<Cmdline>, BootFileError>,
+    reasons: &mut Vec<Reason>,
+) -> Option<(&'a Cmdline, &'a BootFile<Cmdline>)> {
+    match file {
+        Ok(file) => match &file.parsed {
+            Ok(cmdline) => Some((cmdline, file)),
+            Err(err) => {
+                reasons.push(
+                    Reason::new("source-cmdline", err.to_string())
+                        .hint("the firmware reads this file to boot; fix it (one line with root=...) before migrating"),
+                );
+                None
+            }
+        },
+        Err(err) => {
+            reasons.push(Reason::new("source-cmdline", err.to_string()));
+            None
+        }
+    }
+}
+
+/// How the source names its root: fstab's `/` line, or root= when fstab
+/// has none.
+fn root_spec(
+    root_entry: Option<&FstabEntry>,
+    cmdline: &Cmdline,
+    reasons: &mut Vec<Reason>,
+) -> Option<DeviceSpec> {
+    match root_entry.map(|e| (e, e.device_spec())) {
+        None => match cmdline.root() {
+            Ok(spec) => Some(spec),
+            Err(err) => {
+                reasons.push(Reason::new("source-cmdline", err.to_string()));
+                None
+            }
+        },
+        Some((_, Ok(spec))) => Some(spec),
+        Some((root_entry, Err(err))) => {
+            reasons.push(Reason::new(
+                "source-fstab",
+                format!(
+                    "the / entry of /etc/fstab names '{}', which is not a device: {err}",
+                    root_entry.spec
+                ),
+            ));
+            None
+        }
+    }
+}
+
+/// The node of the partition, or else the disk, with that device number.
+fn device_name(system: &System, devno: DevNo) -> Option<String> {
+    system
+        .disks
+        .iter()
+        .flat_map(|d| &d.partitions)
+        .find(|p| p.devno == Some(devno))
+        .and_then(|p| p.path.as_ref())
+        .map(|p| p.display().to_string())
+        .or_else(|| {
+            system
+                .disk_holding(devno)
+                .map(|d| d.path.display().to_string())
+        })
 }
 
 /// A system whose root is not a filesystem on a partition (LibreELEC,

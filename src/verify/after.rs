@@ -5,9 +5,10 @@ use super::expected::Expected;
 use super::{compare, BenchComparison, ReportRef, Stopped};
 use crate::apply::journal::Journal;
 use crate::bench::progress::ProgressUi;
-use crate::bench::report::{self, DeviceIdentity, Report};
+use crate::bench::report::{self, DeviceIdentity, Report, StoredReport};
 use crate::bench::run::{run_target, RunOptions, RunOutcome};
 use crate::bench::suite::{Preset, SuiteParams};
+use crate::bootcfg::DeviceSpec;
 use crate::system::source::resolve;
 use crate::system::System;
 use anyhow::Context;
@@ -60,22 +61,8 @@ fn measure(inputs: &BenchInputs, out: &mut BenchComparison) -> Result<(), Stoppe
     let reports_dir = report::reports_dir(host);
     let reports = report::list(&reports_dir)
         .with_context(|| format!("reading the saved reports in {}", reports_dir.display()))?;
-    let identity = |spec: &crate::bootcfg::DeviceSpec| {
-        let names = resolve(spec, &system.disks);
-        system
-            .disks
-            .iter()
-            .find(|d| {
-                d.partitions.iter().any(|p| {
-                    p.path
-                        .as_ref()
-                        .is_some_and(|path| names.contains(&path.display().to_string()))
-                })
-            })
-            .map(DeviceIdentity::from_disk)
-    };
-    let old = identity(&expected.old_root_spec);
-    let new = identity(&expected.root_spec());
+    let old = disk_named_by(system, &expected.old_root_spec);
+    let new = disk_named_by(system, &expected.root_spec());
     let before = compare::find_before(&reports, old.as_ref(), new.as_ref(), journal.started);
     out.before = before.map(|r| reference(&r.report, &r.path));
     let skip = if !passed {
@@ -127,9 +114,38 @@ fn measure(inputs: &BenchInputs, out: &mut BenchComparison) -> Result<(), Stoppe
     if let Err(err) = saved {
         out.skipped = Some(format!("the new report was not saved: {err:#}"));
     }
+    compare_with_before(out, before, &after, &reports_dir);
+    Ok(())
+}
+
+/// The identity of the disk whose partition `spec` names, to find the
+/// saved report that measured it.
+fn disk_named_by(system: &System, spec: &DeviceSpec) -> Option<DeviceIdentity> {
+    let names = resolve(spec, &system.disks);
+    system
+        .disks
+        .iter()
+        .find(|d| {
+            d.partitions.iter().any(|p| {
+                p.path
+                    .as_ref()
+                    .is_some_and(|path| names.contains(&path.display().to_string()))
+            })
+        })
+        .map(DeviceIdentity::from_disk)
+}
+
+/// The after-report's rows against the "before" report, or why there are
+/// none.
+fn compare_with_before(
+    out: &mut BenchComparison,
+    before: Option<&StoredReport>,
+    after: &Report,
+    reports_dir: &Path,
+) {
     match before {
         Some(before) => {
-            out.rows = compare::compare(&before.report, &after);
+            out.rows = compare::compare(&before.report, after);
             if out.rows.is_empty() {
                 out.skipped = Some("the before report has no test in common with this run".into());
             }
@@ -141,7 +157,6 @@ fn measure(inputs: &BenchInputs, out: &mut BenchComparison) -> Result<(), Stoppe
             ))
         }
     }
-    Ok(())
 }
 
 fn reference(report: &Report, path: &Path) -> ReportRef {

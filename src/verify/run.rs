@@ -11,6 +11,7 @@ use crate::apply::journal::Journal;
 use crate::bench::machine::read_throttled;
 use crate::bench::report;
 use crate::host::Host;
+use crate::system::disks::Disk;
 use crate::system::System;
 use anyhow::{bail, Result};
 
@@ -54,17 +55,7 @@ pub fn verify(host: &Host, request: &Request) -> Result<(Verification, bool)> {
         return Ok((v, false));
     }
     let target = health::target_disk(&system, &expected);
-    let quirk = match (args.apply_quirk, target) {
-        (false, _) => None,
-        (true, Some(disk)) => match health::quirk_for(disk) {
-            Some(quirk) => Some(quirk),
-            None => bail!(
-                "--apply-quirk: {} is not behind a USB bridge on the uas driver; nothing was changed",
-                disk.path.display()
-            ),
-        },
-        (true, None) => bail!("--apply-quirk: the target disk is not attached; nothing was changed"),
-    };
+    let quirk = requested_quirk(args, target)?;
 
     let log = KernelLog::read(host);
     let throttled = host.is_live().then(read_throttled).flatten();
@@ -116,20 +107,8 @@ pub fn verify(host: &Host, request: &Request) -> Result<(Verification, bool)> {
     // From here on nothing may end the run before the verification is
     // printed: the commit above may have replaced cmdline.txt, and the user
     // must learn that even when the benchmark fails or is interrupted.
-    let mut interrupted = false;
-    if !args.no_bench {
-        let (bench, stopped) = after::benchmark(&BenchInputs {
-            system: &system,
-            expected: &expected,
-            journal: &journal,
-            passed,
-            quick: args.quick,
-            runtime: args.runtime,
-            chatty: request.chatty,
-        });
-        interrupted = matches!(stopped, Some(Stopped::Interrupted));
-        v.benchmark = Some(bench);
-    }
+    let interrupted =
+        !args.no_bench && benchmark_into(&mut v, args, &system, &expected, &journal, passed);
     v.result = if passed && v.refused.is_empty() {
         Verdict::Pass
     } else {
@@ -139,4 +118,43 @@ pub fn verify(host: &Host, request: &Request) -> Result<(Verification, bool)> {
         v.rollback = rollback_advice(&expected);
     }
     Ok((v, interrupted))
+}
+
+/// The quirk `--apply-quirk` would set for the target's USB bridge;
+/// refused, before anything changes, when there is no such bridge.
+fn requested_quirk(args: &Request, target: Option<&Disk>) -> Result<Option<String>> {
+    Ok(match (args.apply_quirk, target) {
+        (false, _) => None,
+        (true, Some(disk)) => match health::quirk_for(disk) {
+            Some(quirk) => Some(quirk),
+            None => bail!(
+                "--apply-quirk: {} is not behind a USB bridge on the uas driver; nothing was changed",
+                disk.path.display()
+            ),
+        },
+        (true, None) => bail!("--apply-quirk: the target disk is not attached; nothing was changed"),
+    })
+}
+
+/// The after-benchmark, against the saved "before" report, into `v`;
+/// whether Ctrl-C cut it short.
+fn benchmark_into(
+    v: &mut Verification,
+    args: &Request,
+    system: &System,
+    expected: &Expected,
+    journal: &Journal,
+    passed: bool,
+) -> bool {
+    let (bench, stopped) = after::benchmark(&BenchInputs {
+        system,
+        expected,
+        journal,
+        passed,
+        quick: args.quick,
+        runtime: args.runtime,
+        chatty: args.chatty,
+    });
+    v.benchmark = Some(bench);
+    matches!(stopped, Some(Stopped::Interrupted))
 }
