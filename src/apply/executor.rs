@@ -287,6 +287,55 @@ fn device_for(plan: &Plan, devices: &PartitionDevices, role: PartitionRole) -> R
         .context("a partition device is missing")
 }
 
+/// The target disk opened for writing with O_EXCL (the kernel refuses if
+/// anything mounted or holds it) and flock'ed (udev keeps away from a
+/// disk while its node is).
+fn open_exclusive(path: &Path) -> Result<nix::fcntl::Flock<std::fs::File>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let disk = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(nix::libc::O_EXCL)
+        .open(path)
+        .with_context(|| {
+            format!(
+                "opening {} for writing (is something using it?)",
+                path.display()
+            )
+        })?;
+    nix::fcntl::Flock::lock(disk, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, err)| err)
+        .with_context(|| format!("locking {}", path.display()))
+}
+
+/// The new partitions' devices: the kernel's nodes once they appear, or,
+/// where the kernel reads no partition table (a loop device without
+/// partition support), a loop device over each partition's range.
+fn partition_devices(plan: &Plan, reread: ReReadOutcome) -> Result<PartitionDevices> {
+    let target = &plan.target;
+    let ss = u64::from(plan.table.sector_size);
+    Ok(match reread {
+        ReReadOutcome::Done => {
+            let sys_disk = Path::new("/sys/class/block").join(&target.name);
+            let numbers: Vec<u32> = plan.table.partitions.iter().map(|p| p.number).collect();
+            PartitionDevices::Kernel(wait_for_partitions(&sys_disk, &numbers, PARTITION_TIMEOUT)?)
+        }
+        ReReadOutcome::NotSupported if target.transport == Transport::Virtual => {
+            let ranges: Vec<(u64, u64)> = plan
+                .table
+                .partitions
+                .iter()
+                .map(|p| (p.start_sector * ss, p.size_bytes))
+                .collect();
+            PartitionDevices::Loops(PartitionLoops::attach(&target.path, &ranges)?)
+        }
+        ReReadOutcome::NotSupported => bail!(
+            "{} does not take a partition table (the kernel refused to read one)",
+            target.path.display()
+        ),
+    })
+}
+
 fn partition_and_format(
     plan: &Plan,
     journal: &mut Journal,
@@ -294,25 +343,7 @@ fn partition_and_format(
     ctx: &ApplyContext,
 ) -> Result<PartitionDevices> {
     let target = &plan.target;
-    // O_EXCL: the kernel refuses if anything mounted or holds the disk.
-    let disk = {
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(nix::libc::O_EXCL)
-            .open(&target.path)
-            .with_context(|| {
-                format!(
-                    "opening {} for writing (is something using it?)",
-                    target.path.display()
-                )
-            })?
-    };
-    // udev keeps away from a disk while its node is flock'ed.
-    let mut disk = nix::fcntl::Flock::lock(disk, nix::fcntl::FlockArg::LockExclusive)
-        .map_err(|(_, err)| err)
-        .with_context(|| format!("locking {}", target.path.display()))?;
+    let mut disk = open_exclusive(&target.path)?;
     let ss = u64::from(plan.table.sector_size);
     if !journal.is_done(Step::Partitioned) {
         (ctx.step)(&format!(
@@ -342,26 +373,7 @@ fn partition_and_format(
     // is flock'ed udev does not probe the new partitions (settle times out).
     drop(disk);
     crate::failpoint::hit("after-reread");
-    let devices = match reread {
-        ReReadOutcome::Done => {
-            let sys_disk = Path::new("/sys/class/block").join(&target.name);
-            let numbers: Vec<u32> = plan.table.partitions.iter().map(|p| p.number).collect();
-            PartitionDevices::Kernel(wait_for_partitions(&sys_disk, &numbers, PARTITION_TIMEOUT)?)
-        }
-        ReReadOutcome::NotSupported if target.transport == Transport::Virtual => {
-            let ranges: Vec<(u64, u64)> = plan
-                .table
-                .partitions
-                .iter()
-                .map(|p| (p.start_sector * ss, p.size_bytes))
-                .collect();
-            PartitionDevices::Loops(PartitionLoops::attach(&target.path, &ranges)?)
-        }
-        ReReadOutcome::NotSupported => bail!(
-            "{} does not take a partition table (the kernel refused to read one)",
-            target.path.display()
-        ),
-    };
+    let devices = partition_devices(plan, reread)?;
     if !journal.is_done(Step::Formatted) {
         for (mkfs, device) in plan.filesystems.iter().zip(devices.paths()) {
             (ctx.step)(&format!("creating {} on {}", mkfs.fstype, device.display()));

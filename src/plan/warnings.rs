@@ -5,7 +5,7 @@
 use super::firmware::family_name;
 use super::geometry::Geometry;
 use super::Layout;
-use crate::system::disks::Disk;
+use crate::system::disks::{Disk, Partition};
 use crate::system::pi::{BootSupport, PiFamily};
 use crate::system::System;
 use crate::units::binary;
@@ -17,24 +17,7 @@ pub(super) fn warnings(
     layout: Layout,
 ) -> Vec<String> {
     let mut warnings = Vec::new();
-    let existing: Vec<String> = target
-        .partitions
-        .iter()
-        .map(|p| {
-            let name = p
-                .path
-                .as_ref()
-                .map(|p| p.display().to_string())
-                .unwrap_or(format!("partition {}", p.number));
-            let what = crate::units::join_present([p.fstype.as_deref(), p.label.as_deref()]);
-            format!(
-                "{name} ({}{}{})",
-                binary(p.size_bytes),
-                if what.is_empty() { "" } else { ", " },
-                what
-            )
-        })
-        .collect();
+    let existing: Vec<String> = target.partitions.iter().map(what_is_erased).collect();
     if !existing.is_empty() {
         warnings.push(format!(
             "everything on {} will be erased: {}",
@@ -83,6 +66,33 @@ pub(super) fn warnings(
             ));
         }
     }
+    warnings.extend(unresolved_references(system));
+    if !system.source.boot_is_mounted && system.host.boot_dir.is_none() {
+        warnings.push("the boot partition is not mounted; the boot files were read from a directory of the root filesystem".into());
+    }
+    warnings
+}
+
+/// A partition the migration erases, as the warning names it: node,
+/// size, filesystem and label.
+fn what_is_erased(p: &Partition) -> String {
+    let name = p
+        .path
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or(format!("partition {}", p.number));
+    let what = crate::units::join_present([p.fstype.as_deref(), p.label.as_deref()]);
+    format!(
+        "{name} ({}{}{})",
+        binary(p.size_bytes),
+        if what.is_empty() { "" } else { ", " },
+        what
+    )
+}
+
+/// The source's references that match no attached device, or several.
+fn unresolved_references(system: &System) -> Vec<String> {
+    let mut warnings = Vec::new();
     for reference in system.source.references(&system.disks) {
         match reference.matches.len() {
             1 => {}
@@ -97,9 +107,6 @@ pub(super) fn warnings(
                 reference.matches.join(", ")
             )),
         }
-    }
-    if !system.source.boot_is_mounted && system.host.boot_dir.is_none() {
-        warnings.push("the boot partition is not mounted; the boot files were read from a directory of the root filesystem".into());
     }
     warnings
 }

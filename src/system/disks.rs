@@ -352,13 +352,10 @@ fn read_disk(
         backing_file: host
             .read_attr(&sys_entry.join("loop/backing_file"))
             .map(PathBuf::from),
-        table: table.as_ref().map(|t| t.kind).or_else(|| {
-            match udev.get("ID_PART_TABLE_TYPE").as_deref() {
-                Some("dos") => Some(TableKind::Mbr),
-                Some("gpt") => Some(TableKind::Gpt),
-                _ => None,
-            }
-        }),
+        table: table
+            .as_ref()
+            .map(|t| t.kind)
+            .or_else(|| udev_table_kind(&udev)),
         disk_id: table
             .as_ref()
             .map(|t| t.disk_id.clone())
@@ -551,6 +548,15 @@ fn read_table(host: &Host, path: &Path, logical_sector_size: u32) -> Option<Tabl
     probe::probe_table(&mut file, logical_sector_size)
 }
 
+/// The table's kind as udev saw it, for a table pimigrate could not read.
+fn udev_table_kind(udev: &UdevProperties) -> Option<TableKind> {
+    match udev.get("ID_PART_TABLE_TYPE").as_deref() {
+        Some("dos") => Some(TableKind::Mbr),
+        Some("gpt") => Some(TableKind::Gpt),
+        _ => None,
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn read_partitions(
     host: &Host,
@@ -613,34 +619,46 @@ fn read_partitions(
             ..fs_fields(probed, &udev)
         });
     }
-    // Entries the kernel shows no device for (no partition-table support).
     if let Some(table) = table {
-        for entry in &table.partitions {
-            if partitions.iter().any(|p| p.number == entry.number) {
-                continue;
-            }
-            let start_bytes = entry.start * u64::from(logical_sector_size);
-            let probed = disk_file
-                .as_ref()
-                .and_then(|f| probe::probe_filesystem(f, start_bytes).ok().flatten());
-            partitions.push(Partition {
-                number: entry.number,
-                name: None,
-                path: None,
-                devno: None,
-                start: entry.start,
-                start_bytes,
-                size_bytes: entry.sectors * u64::from(logical_sector_size),
-                partuuid: Some(entry.partuuid.clone()),
-                partlabel: entry.name.clone(),
-                mountpoints: Vec::new(),
-                swap: false,
-                holders: Vec::new(),
-                ..fs_fields(probed, &UdevProperties::default())
-            });
-        }
+        let without_nodes =
+            partitions_without_nodes(table, &partitions, disk_file.as_ref(), logical_sector_size);
+        partitions.extend(without_nodes);
     }
     partitions.sort_by_key(|p| p.number);
+    partitions
+}
+
+/// The table's entries the kernel shows no device for (a kernel without
+/// partition-table support), read from the table and probed on the disk.
+fn partitions_without_nodes(
+    table: &TableInfo,
+    with_nodes: &[Partition],
+    disk_file: Option<&std::fs::File>,
+    logical_sector_size: u32,
+) -> Vec<Partition> {
+    let mut partitions = Vec::new();
+    for entry in &table.partitions {
+        if with_nodes.iter().any(|p| p.number == entry.number) {
+            continue;
+        }
+        let start_bytes = entry.start * u64::from(logical_sector_size);
+        let probed = disk_file.and_then(|f| probe::probe_filesystem(f, start_bytes).ok().flatten());
+        partitions.push(Partition {
+            number: entry.number,
+            name: None,
+            path: None,
+            devno: None,
+            start: entry.start,
+            start_bytes,
+            size_bytes: entry.sectors * u64::from(logical_sector_size),
+            partuuid: Some(entry.partuuid.clone()),
+            partlabel: entry.name.clone(),
+            mountpoints: Vec::new(),
+            swap: false,
+            holders: Vec::new(),
+            ..fs_fields(probed, &UdevProperties::default())
+        });
+    }
     partitions
 }
 
