@@ -12,11 +12,12 @@
     target_arch = "powerpc64"
 ))]
 mod imp {
+    use crate::bench::buffer::AlignedBuf;
     use crate::bench::engine::{io_buffers, Gate, JobContext, Progress, Tally, Throttle};
     use crate::bench::job::{Direction, Measurement, OffsetPicker};
     use crate::bench::random::{stamp_for_write, FastRng};
     use anyhow::{anyhow, Context, Result};
-    use io_uring::{opcode, types, EnterFlags, IoUring, Probe};
+    use io_uring::{opcode, squeue, types, EnterFlags, IoUring, Probe};
     use std::os::fd::AsRawFd;
     use std::time::Instant;
 
@@ -111,18 +112,7 @@ mod imp {
                 // of a burst of 32 by the submissions ahead of them.
                 issued_at[slot] = Instant::now();
                 let offset = picker.next_offset();
-                let buf = &mut buffers[slot];
-                let entry = match spec.direction {
-                    Direction::Read => opcode::Read::new(fd, buf.as_mut_ptr(), length)
-                        .offset(offset)
-                        .build(),
-                    Direction::Write => {
-                        stamp_for_write(buf.as_mut_slice(), offset);
-                        opcode::Write::new(fd, buf.as_ptr(), length)
-                            .offset(offset)
-                            .build()
-                    }
-                };
+                let entry = io_entry(spec.direction, fd, &mut buffers[slot], offset, length);
                 // SAFETY: the buffer lives in `buffers` until every I/O has
                 // completed (we drain before returning), and is not touched
                 // while its slot is in flight.
@@ -158,20 +148,11 @@ mod imp {
                 let slot = slot as usize;
                 in_flight -= 1;
                 free.push(slot);
-                if result < 0 {
-                    failure.get_or_insert_with(|| {
-                        anyhow!(
-                            "{} failed: {}",
-                            spec.name,
-                            std::io::Error::from_raw_os_error(-result)
-                        )
-                    });
-                } else if result as u32 != length {
-                    failure.get_or_insert_with(|| {
-                        anyhow!("{}: short transfer ({result} of {length} bytes)", spec.name)
-                    });
-                } else {
-                    tally.complete(issued_at[slot], now);
+                match completion_error(&spec.name, result, length) {
+                    Some(error) => {
+                        failure.get_or_insert(error);
+                    }
+                    None => tally.complete(issued_at[slot], now),
                 }
             }
             if let Some(elapsed) = throttle.due(now) {
@@ -186,6 +167,45 @@ mod imp {
             return Err(error);
         }
         Ok(tally.into_measurement(gate.interrupted()))
+    }
+
+    /// The submission for one I/O of `length` bytes at `offset` from `buf`
+    /// (a write's buffer stamped first, so no two blocks are alike).
+    fn io_entry(
+        direction: Direction,
+        fd: types::Fd,
+        buf: &mut AlignedBuf,
+        offset: u64,
+        length: u32,
+    ) -> squeue::Entry {
+        match direction {
+            Direction::Read => opcode::Read::new(fd, buf.as_mut_ptr(), length)
+                .offset(offset)
+                .build(),
+            Direction::Write => {
+                stamp_for_write(buf.as_mut_slice(), offset);
+                opcode::Write::new(fd, buf.as_ptr(), length)
+                    .offset(offset)
+                    .build()
+            }
+        }
+    }
+
+    /// Why a completion failed: the kernel's error, or fewer bytes than
+    /// asked for.
+    fn completion_error(job: &str, result: i32, length: u32) -> Option<anyhow::Error> {
+        if result < 0 {
+            Some(anyhow!(
+                "{job} failed: {}",
+                std::io::Error::from_raw_os_error(-result)
+            ))
+        } else if result as u32 != length {
+            Some(anyhow!(
+                "{job}: short transfer ({result} of {length} bytes)"
+            ))
+        } else {
+            None
+        }
     }
 }
 
