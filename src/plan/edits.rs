@@ -208,25 +208,41 @@ pub(super) fn plan_edits(
     }
     let cmdline_name = boot_relative(source, source.cmdline_path)?;
     let trial_cmdline = PartitionPath::known(TRIAL_CMDLINE);
-    let target = match (layout, trial) {
+    let target = cmdline_target(system, source, layout, trial, &cmdline_name, &trial_cmdline)?;
+    edits.push(file_edit(target, source.cmdline_bytes, cmdline_ops).map_err(fail)?);
+    Ok(edits)
+}
+
+/// Where the new cmdline.txt goes: the SD card's own file (a root-only
+/// move), the trial's file beside it (a root-only trial), or the new boot
+/// partition's copy (a full move).
+fn cmdline_target<'a>(
+    system: &System,
+    source: &CheckedSource,
+    layout: Layout,
+    trial: bool,
+    cmdline_name: &'a PartitionPath,
+    trial_cmdline: &'a PartitionPath,
+) -> Result<EditTarget<'a>, Reason> {
+    Ok(match (layout, trial) {
         (Layout::RootOnly, false) => EditTarget {
             site: EditSite::SourceBoot,
-            file: &cmdline_name,
-            output: &cmdline_name,
+            file: cmdline_name,
+            output: cmdline_name,
             backup: Some(boot_backup(system, source, source.cmdline_path)?),
             device: sd_boot_description(source),
         },
         (Layout::RootOnly, true) => EditTarget {
             site: EditSite::SourceBoot,
-            file: &cmdline_name,
-            output: &trial_cmdline,
+            file: cmdline_name,
+            output: trial_cmdline,
             backup: None,
             device: sd_boot_description(source),
         },
         (Layout::Full, _) => EditTarget {
             site: EditSite::TargetBoot,
-            file: &cmdline_name,
-            output: &cmdline_name,
+            file: cmdline_name,
+            output: cmdline_name,
             // The SD card's boot files are copied there, backups and all:
             // the name free on the SD card is free on the copy.
             backup: Some(boot_backup(system, source, source.cmdline_path)?),
@@ -234,9 +250,7 @@ pub(super) fn plan_edits(
                 "the new boot partition (partition 1 of the target); the SD card is not changed"
                     .into(),
         },
-    };
-    edits.push(file_edit(target, source.cmdline_bytes, cmdline_ops).map_err(fail)?);
-    Ok(edits)
+    })
 }
 
 /// /etc/fstab on the new root.
