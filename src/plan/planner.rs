@@ -124,25 +124,12 @@ pub fn plan_with_progress(
     Ok(Plan {
         schema: PLAN_SCHEMA.to_string(),
         layout: options.layout,
-        pi: PiSummary {
-            model: system.pi.model.clone(),
-            family: system.pi.family,
-            eeprom_bootloader: system.pi.eeprom_bootloader,
-            tryboot_available: system.pi.tryboot_available,
-        },
+        pi: pi_summary(system),
         source: source.summary,
         target: identity(target),
         table,
         filesystems,
-        copy: CopyPlan {
-            from: system.host.source_root.clone(),
-            exclusions,
-            other_filesystems: scan.other_filesystems,
-            files: scan.files,
-            directories: scan.directories,
-            space,
-            checksum: options.checksum,
-        },
+        copy: copy_plan(system, options, exclusions, scan, space),
         boot_copy,
         edits,
         trial_boot,
@@ -150,6 +137,36 @@ pub fn plan_with_progress(
         warnings,
         notes,
     })
+}
+
+/// What the plan says of the Pi it was made on.
+fn pi_summary(system: &System) -> PiSummary {
+    PiSummary {
+        model: system.pi.model.clone(),
+        family: system.pi.family,
+        eeprom_bootloader: system.pi.eeprom_bootloader,
+        tryboot_available: system.pi.tryboot_available,
+    }
+}
+
+/// The root's copy: from where, without what, how much, and whether it
+/// fits.
+fn copy_plan(
+    system: &System,
+    options: &Options,
+    exclusions: Vec<usage::Exclusion>,
+    scan: usage::Usage,
+    space: SpaceCheck,
+) -> CopyPlan {
+    CopyPlan {
+        from: system.host.source_root.clone(),
+        exclusions,
+        other_filesystems: scan.other_filesystems,
+        files: scan.files,
+        directories: scan.directories,
+        space,
+        checksum: options.checksum,
+    }
 }
 
 /// What the checks before the scan found, for the steps after it.

@@ -108,28 +108,9 @@ pub fn rank_drives(
     let Some(current_root) = gatherer.drive(&survey.current_root, &Method::SourceRoot)? else {
         return Ok(None);
     };
-    let mut candidates = Vec::new();
-    let mut blank_unmeasured = Vec::new();
-    for disk in &survey.candidates {
-        let Some(mut drive) =
-            gatherer.drive(disk, &Method::for_candidate(disk, &args.raw_writes_allowed))?
-        else {
-            return Ok(None);
-        };
-        let writes = drive
-            .evidence
-            .as_ref()
-            .is_some_and(|e| Figures::from_report(&e.report).has_random_writes());
-        if !writes && args.blank_declined.contains(&disk.path) {
-            drive.notes.push(
-                "blank: its writes were not measured, as nothing is written to a drive without \
-                 a yes (--bench-blank measures them on the drive itself, overwriting its start)"
-                    .into(),
-            );
-            blank_unmeasured.push(disk.path.clone());
-        }
-        candidates.push(drive);
-    }
+    let Some((candidates, blank_unmeasured)) = gatherer.candidates(&survey.candidates)? else {
+        return Ok(None);
+    };
     let setting = Setting {
         baseline_name: Setting::baseline_name_for(&current_root.identity),
         usb3_ports: usb3_ports(system.pi.family),
@@ -153,6 +134,36 @@ struct Gatherer<'a> {
 impl Gatherer<'_> {
     /// The drive with a fresh report, reused or measured now; `None` after
     /// Ctrl-C.
+    /// Each candidate with its evidence, and the blank drives whose
+    /// writes were not measured (no yes to write to them); `None` when
+    /// Ctrl-C stopped a measurement.
+    fn candidates(&self, disks: &[Disk]) -> Result<Option<(Vec<Drive>, Vec<PathBuf>)>> {
+        let args = self.args;
+        let mut candidates = Vec::new();
+        let mut blank_unmeasured = Vec::new();
+        for disk in disks {
+            let Some(mut drive) =
+                self.drive(disk, &Method::for_candidate(disk, &args.raw_writes_allowed))?
+            else {
+                return Ok(None);
+            };
+            let writes = drive
+                .evidence
+                .as_ref()
+                .is_some_and(|e| Figures::from_report(&e.report).has_random_writes());
+            if !writes && args.blank_declined.contains(&disk.path) {
+                drive.notes.push(
+                    "blank: its writes were not measured, as nothing is written to a drive without \
+                     a yes (--bench-blank measures them on the drive itself, overwriting its start)"
+                        .into(),
+                );
+                blank_unmeasured.push(disk.path.clone());
+            }
+            candidates.push(drive);
+        }
+        Ok(Some((candidates, blank_unmeasured)))
+    }
+
     fn drive(&self, disk: &Disk, method: &Method) -> Result<Option<Drive>> {
         let identity = DeviceIdentity::from_disk(disk);
         let mut notes = Vec::new();
