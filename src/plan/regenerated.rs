@@ -61,23 +61,7 @@ pub(super) fn raspi_firmware(
         DeviceSpec::parse(value)
             .map_err(|e| refuse(format!("{ROOTPART}={value} is not a device name: {e}")))?;
     }
-    // The same kind of name the new cmdline.txt gets from the old one's.
-    let root_part = table
-        .partitions
-        .iter()
-        .find(|p| p.role == PartitionRole::Root)
-        .expect("every layout has a root partition");
-    let root_fs = filesystems
-        .iter()
-        .find(|f| f.partition == root_part.number)
-        .expect("every partition gets a filesystem");
-    let root_partition = root_part.number;
-    let named_as = match &current {
-        Some(value) => DeviceSpec::parse(value).ok(),
-        None => source.cmdline.root().ok(),
-    }
-    .unwrap_or(DeviceSpec::PartUuid(String::new()));
-    let value = new_spec(&named_as, &root_part.partuuid, &root_fs.uuid).to_string();
+    let (root_partition, value) = new_rootpart(source, table, filesystems, current.as_deref());
     let operations = vec![EditOperation::DefaultsSet {
         key: ROOTPART.into(),
         value: value.clone(),
@@ -118,4 +102,30 @@ pub(super) fn raspi_firmware(
         note,
         warning,
     }))
+}
+
+/// The new root's partition number, and its name for ROOTPART: the same
+/// kind of name the new cmdline.txt gets from the old one's.
+fn new_rootpart(
+    source: &CheckedSource,
+    table: &TablePlan,
+    filesystems: &[MkfsStep],
+    current: Option<&str>,
+) -> (u32, String) {
+    let root_part = table
+        .partitions
+        .iter()
+        .find(|p| p.role == PartitionRole::Root)
+        .expect("every layout has a root partition");
+    let root_fs = filesystems
+        .iter()
+        .find(|f| f.partition == root_part.number)
+        .expect("every partition gets a filesystem");
+    let named_as = match current {
+        Some(value) => DeviceSpec::parse(value).ok(),
+        None => source.cmdline.root().ok(),
+    }
+    .unwrap_or(DeviceSpec::PartUuid(String::new()));
+    let value = new_spec(&named_as, &root_part.partuuid, &root_fs.uuid).to_string();
+    (root_part.number, value)
 }
