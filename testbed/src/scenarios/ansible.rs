@@ -16,11 +16,11 @@
 //! the inventory (as host variables), not `-e`: the role's defaults must
 //! yield to inventory, as a fleet's per-host settings need.
 
-use super::fleet::{self, Fleet, JOB};
+use super::fleet::{self, Fleet, Ssh, JOB};
 use super::pimigrate_bin::TRIAL_SYSROOT;
 use super::setup::Rig;
 use super::PROBE;
-use crate::{fat, ImageSet};
+use crate::{fat, Boot, ImageSet};
 use anyhow::{ensure, Context, Result};
 use std::time::Duration;
 
@@ -51,30 +51,7 @@ pub fn run(images: &ImageSet) -> Result<()> {
             recap["changed"] > 0,
             "the first run changed nothing: {recap:?}"
         );
-        // The guest now runs from the NVMe drive, on the plan's root partition.
-        let nvme = ssh.run("lsblk -dno NAME,SERIAL | awk '$2 == \"TB-NVME\" { print $1 }'")?;
-        let root = ssh.run("findmnt -no SOURCE /")?;
-        ensure!(
-            root == format!("/dev/{nvme}p1"),
-            "after the first run the root is {root:?}, not the NVMe drive's /dev/{nvme}p1"
-        );
-        let root_partuuid = ssh.run("lsblk -no PARTUUID \"$(findmnt -no SOURCE /)\"")?;
-        let planned = ssh.planned_root_partuuid("/var/lib/pimigrate/migration.json")?;
-        ensure!(
-            root_partuuid.eq_ignore_ascii_case(&planned),
-            "root PARTUUID {root_partuuid} is not the plan's {planned}"
-        );
-        let cmdline = ssh.run("cat /boot/firmware/cmdline.txt")?;
-        ensure!(
-            cmdline
-                .to_lowercase()
-                .contains(&format!("root=partuuid={} ", root_partuuid.to_lowercase())),
-            "cmdline.txt is not committed to {root_partuuid}: {cmdline:?}"
-        );
-        ensure!(
-            ssh.run("test -e /boot/firmware/tryboot.txt && echo yes || echo no")? == "no",
-            "tryboot.txt is still there after the commit"
-        );
+        let root_partuuid = moved_to_the_nvme_and_committed(&ssh)?;
 
         let (recap, _) = fleet.play(&inventory, &logs.join("ansible-2.log"))?;
         ensure!(
@@ -88,6 +65,53 @@ pub fn run(images: &ImageSet) -> Result<()> {
         Ok(root_partuuid)
     })?;
 
+    normal_boots_then_the_trial(&boots)?;
+    let cmdline = fat::read(&sd, &sd_boot, "cmdline.txt")?.context("no cmdline.txt")?;
+    ensure!(
+        cmdline
+            .to_lowercase()
+            .contains(&format!("root=partuuid={} ", root_partuuid.to_lowercase())),
+        "the SD card's cmdline.txt does not name the NVMe root {root_partuuid}: {cmdline:?}"
+    );
+    ensure!(
+        fat::read(&sd, &sd_boot, "tryboot.txt")?.is_none(),
+        "tryboot.txt is still on the SD card after the commit"
+    );
+    Ok(())
+}
+
+/// After the first run the guest runs from the NVMe drive's plan root,
+/// committed in cmdline.txt, with no tryboot.txt left; that PARTUUID.
+fn moved_to_the_nvme_and_committed(ssh: &Ssh) -> Result<String> {
+    // The guest now runs from the NVMe drive, on the plan's root partition.
+    let nvme = ssh.run("lsblk -dno NAME,SERIAL | awk '$2 == \"TB-NVME\" { print $1 }'")?;
+    let root = ssh.run("findmnt -no SOURCE /")?;
+    ensure!(
+        root == format!("/dev/{nvme}p1"),
+        "after the first run the root is {root:?}, not the NVMe drive's /dev/{nvme}p1"
+    );
+    let root_partuuid = ssh.run("lsblk -no PARTUUID \"$(findmnt -no SOURCE /)\"")?;
+    let planned = ssh.planned_root_partuuid("/var/lib/pimigrate/migration.json")?;
+    ensure!(
+        root_partuuid.eq_ignore_ascii_case(&planned),
+        "root PARTUUID {root_partuuid} is not the plan's {planned}"
+    );
+    let cmdline = ssh.run("cat /boot/firmware/cmdline.txt")?;
+    ensure!(
+        cmdline
+            .to_lowercase()
+            .contains(&format!("root=partuuid={} ", root_partuuid.to_lowercase())),
+        "cmdline.txt is not committed to {root_partuuid}: {cmdline:?}"
+    );
+    ensure!(
+        ssh.run("test -e /boot/firmware/tryboot.txt && echo yes || echo no")? == "no",
+        "tryboot.txt is still there after the commit"
+    );
+    Ok(root_partuuid)
+}
+
+/// The boots the harness saw, in order.
+fn normal_boots_then_the_trial(boots: &[Boot]) -> Result<()> {
     // Normal boots from config.txt (more than one only when the harness
     // had to power-cycle an emergency shell), then the trial from
     // tryboot.txt, which the second run and the power-off happened in.
@@ -103,17 +127,6 @@ pub fn run(images: &ImageSet) -> Result<()> {
                 .iter()
                 .all(|b| *b == ("config.txt".to_string(), false)),
         "expected normal boots then one trial boot, got {specs:?}"
-    );
-    let cmdline = fat::read(&sd, &sd_boot, "cmdline.txt")?.context("no cmdline.txt")?;
-    ensure!(
-        cmdline
-            .to_lowercase()
-            .contains(&format!("root=partuuid={} ", root_partuuid.to_lowercase())),
-        "the SD card's cmdline.txt does not name the NVMe root {root_partuuid}: {cmdline:?}"
-    );
-    ensure!(
-        fat::read(&sd, &sd_boot, "tryboot.txt")?.is_none(),
-        "tryboot.txt is still on the SD card after the commit"
     );
     Ok(())
 }

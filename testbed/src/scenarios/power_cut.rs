@@ -98,8 +98,34 @@ pub fn migrate(images: &ImageSet) -> Result<()> {
     cuts.compare_roots(&ssd, 1)?;
     let root_partuuid = migrated_as_planned(&cuts, &ssd, &sd, &sd_boot, &pristine)?;
 
-    // On the SSD's root, the boot partition still the SD card's: the
-    // resume completes the journal; then verify, and roll back from there.
+    resume_verify_and_roll_back_on_the_ssd(&mut cuts, &find, &root_partuuid)?;
+
+    // On the SD card again, its cmdline.txt as it was.
+    let mut pi = cuts.finish()?;
+    let last = pi.run(PROBE, After::PowerOff)?;
+    ensure!(
+        last.spec.disk == "sd",
+        "the firmware should boot the SD card: {:?}",
+        last.spec
+    );
+    let f = facts(&last.job_ok()?.stdout);
+    expect_fact(&f, "root", "/dev/mmcblk0p2")?;
+    expect_fact(&f, "boot_firmware", "/dev/mmcblk0p1")?;
+    let restored = fat::read(&sd, &sd_boot, "cmdline.txt")?.context("no cmdline.txt")?;
+    ensure!(
+        restored == pristine,
+        "cmdline.txt after rollback is {restored:?}, pristine {pristine:?}"
+    );
+    Ok(())
+}
+
+/// On the SSD's root, the boot partition still the SD card's: the
+/// resume completes the journal; then verify, and roll back from there.
+fn resume_verify_and_roll_back_on_the_ssd(
+    cuts: &mut PowerCuts,
+    find: &str,
+    root_partuuid: &str,
+) -> Result<()> {
     let job = format!(
         r#"{find}{PROBE}{IDS_UNIQUE}
 echo "fstab_root=$(findmnt -s -no SOURCE /)"
@@ -137,23 +163,6 @@ echo "rollback_status=$?"
         "/proc/cmdline has not root=PARTUUID={root_partuuid}: {cmdline}"
     );
     copied_every_file(&f)?;
-
-    // On the SD card again, its cmdline.txt as it was.
-    let mut pi = cuts.finish()?;
-    let last = pi.run(PROBE, After::PowerOff)?;
-    ensure!(
-        last.spec.disk == "sd",
-        "the firmware should boot the SD card: {:?}",
-        last.spec
-    );
-    let f = facts(&last.job_ok()?.stdout);
-    expect_fact(&f, "root", "/dev/mmcblk0p2")?;
-    expect_fact(&f, "boot_firmware", "/dev/mmcblk0p1")?;
-    let restored = fat::read(&sd, &sd_boot, "cmdline.txt")?.context("no cmdline.txt")?;
-    ensure!(
-        restored == pristine,
-        "cmdline.txt after rollback is {restored:?}, pristine {pristine:?}"
-    );
     Ok(())
 }
 

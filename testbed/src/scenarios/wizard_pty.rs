@@ -89,12 +89,32 @@ pub fn run(images: &ImageSet) -> Result<()> {
     let ssd = pi.disk("ssd")?.image.clone();
     let find = pimigrate_bin::find_disk("TB-SSD");
 
-    // Boot 1: Ctrl-C at the confirmation.
+    let target = ctrl_c_changes_nothing(&mut pi, &ssd, &find)?;
+    let root_partuuid = wizard_migrates(&mut pi, &ssd, &find, &target)?;
+
+    // Boot 3: root on the SSD, the boot partition still the SD card's.
+    let third = pi.run(
+        &format!(
+            "{find}{PROBE}echo \"root_partuuid=$(lsblk -no PARTUUID \"$(findmnt -no SOURCE /)\")\"\n"
+        ),
+        After::PowerOff,
+    )?;
+    let f = facts(&third.job_ok()?.stdout);
+    let target = f.get("target").context("no target")?;
+    expect_fact(&f, "root", &format!("{target}1"))?;
+    expect_fact(&f, "root_partuuid", &root_partuuid)?;
+    expect_fact(&f, "boot_firmware", "/dev/mmcblk0p1")?;
+    Ok(())
+}
+
+/// Boot 1: Ctrl-C at the confirmation, with the target's name half
+/// typed, stops the wizard and leaves the SSD blank; the target it chose.
+fn ctrl_c_changes_nothing(pi: &mut Pi, ssd: &Path, find: &str) -> Result<String> {
     let first = pi.run(
         &format!("SCREEN_RUN=1-ctrl-c\n{find}{TO_CONFIRMATION}{CTRL_C}"),
         After::PowerOff,
     )?;
-    let screens = keep_screens(&pi, "1-ctrl-c")?;
+    let screens = keep_screens(pi, "1-ctrl-c")?;
     let out = first.job_ok()?;
     let f = facts(&out.stdout);
     let target = fact(&f, "target")?;
@@ -119,14 +139,18 @@ pub fn run(images: &ImageSet) -> Result<()> {
         !transcript.contains("Done:"),
         "something ran after Ctrl-C:\n{transcript}"
     );
-    ssd_is_blank(&ssd)?;
+    ssd_is_blank(ssd)?;
+    Ok(target)
+}
 
-    // Boot 2: the same answers, the name typed, the migration.
+/// Boot 2: the same answers, the name typed: the wizard shows the plan,
+/// migrates, says what to do next and reboots; the new root's PARTUUID.
+fn wizard_migrates(pi: &mut Pi, ssd: &Path, find: &str, target: &str) -> Result<String> {
     let second = pi.run(
         &format!("SCREEN_RUN=2-migrate\n{find}{TO_CONFIRMATION}{THROUGH}{JOURNAL_FACTS}"),
         After::Reboot,
     )?;
-    let screens = keep_screens(&pi, "2-migrate")?;
+    let screens = keep_screens(pi, "2-migrate")?;
     let out = second.job_ok()?;
     let f = facts(&out.stdout);
     let transcript = screen(&screens, "2-migrate.transcript.txt")?;
@@ -137,7 +161,7 @@ pub fn run(images: &ImageSet) -> Result<()> {
         "the guest did not reboot after the wizard: {:?}",
         second.record.ending
     );
-    plan_is_shown(transcript, &target)?;
+    plan_is_shown(transcript, target)?;
     let root_partuuid = fact(&f, "plan_root_partuuid")?;
     ensure!(
         transcript.contains(&format!("+PARTUUID={root_partuuid}")),
@@ -161,26 +185,13 @@ pub fn run(images: &ImageSet) -> Result<()> {
             "the end of the migration does not say {words:?}:\n{transcript}"
         );
     }
-    let mbr = Mbr::read(&ssd)?.context("the SSD has no MBR after the migration")?;
+    let mbr = Mbr::read(ssd)?.context("the SSD has no MBR after the migration")?;
     ensure!(
         mbr.partuuid(1) == root_partuuid,
         "the SSD's partition 1 is {}, the plan's root {root_partuuid}",
         mbr.partuuid(1)
     );
-
-    // Boot 3: root on the SSD, the boot partition still the SD card's.
-    let third = pi.run(
-        &format!(
-            "{find}{PROBE}echo \"root_partuuid=$(lsblk -no PARTUUID \"$(findmnt -no SOURCE /)\")\"\n"
-        ),
-        After::PowerOff,
-    )?;
-    let f = facts(&third.job_ok()?.stdout);
-    let target = f.get("target").context("no target")?;
-    expect_fact(&f, "root", &format!("{target}1"))?;
-    expect_fact(&f, "root_partuuid", &root_partuuid)?;
-    expect_fact(&f, "boot_firmware", "/dev/mmcblk0p1")?;
-    Ok(())
+    Ok(root_partuuid)
 }
 
 /// Copies the run's screens from the share into the log folder (before
