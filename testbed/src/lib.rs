@@ -29,6 +29,7 @@ pub mod attach;
 pub mod card_channel;
 pub mod cmd;
 pub mod disks;
+pub mod eeprom;
 pub mod fat;
 pub mod fault;
 pub mod firmware;
