@@ -167,8 +167,7 @@ impl BootConf {
     pub fn value(&self, key: &str, board: Board, tryboot: bool) -> Option<&str> {
         self.settings
             .iter()
-            .filter(|(section, k, _)| k == key && applies(section, board, tryboot))
-            .next_back()
+            .rfind(|(section, k, _)| k == key && applies(section, board, tryboot))
             .map(|(_, _, value)| value.as_str())
     }
 
