@@ -1,6 +1,7 @@
 //! The firmware stand-in: what a Pi's boot ROM and `start*.elf` do before
 //! Linux runs, reduced to what a migration depends on. It picks the boot disk
-//! by the [`Model`]'s boot order, takes its first FAT partition, reads
+//! by the [`Model`]'s boot order (a Pi 4's from BOOT_ORDER in its EEPROM
+//! config, [`crate::eeprom`]), takes its first FAT partition, reads
 //! `config.txt` (or `tryboot.txt` in a trial boot, where the model has the
 //! EEPROM bootloader that offers one), honours `[all]`, the model's own
 //! section (`[pi4]`, `[pi3]`) and `[tryboot]`, `include FILE`,
@@ -10,14 +11,16 @@
 //! a trial boot as the real firmware marks it.
 
 use crate::disks::{Bus, Disk};
+use crate::eeprom::{Board, BootConf, BootMode};
 use crate::fat;
 use crate::mbr::{Mbr, Partition};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 
-/// The EEPROM `BOOT_ORDER=0xf461` of a Pi 4 set up for USB/NVMe boot: SD
-/// card first, then NVMe, then USB mass storage.
-pub const BOOT_ORDER: [Bus; 4] = [Bus::Sd, Bus::Nvme, Bus::UsbUas, Bus::UsbStorage];
+/// The EEPROM config of a Pi 4 set up for USB/NVMe boot, which the x86
+/// guest's Pi 4 starts with: SD card first, then NVMe, then USB mass
+/// storage.
+pub const PI4_BOOTCONF: &str = "[all]\nBOOT_ORDER=0xf461\n";
 
 /// The Pi the stand-in plays. The x86 guest plays a Pi 4 (its disks and
 /// boot order); QEMU's `raspi3b` machine is a Pi 3 Model B.
@@ -39,12 +42,30 @@ impl Model {
         }
     }
 
-    /// The disks' buses in the order the boot ROM or EEPROM tries them.
-    pub fn boot_order(self) -> &'static [Bus] {
-        match self {
-            Model::Pi4B => &BOOT_ORDER,
-            Model::Pi3B => &[Bus::Sd, Bus::UsbUas, Bus::UsbStorage],
+    /// The disks' buses in the order a boot tries them: a Pi 3's boot ROM
+    /// has a fixed order; a Pi 4 follows BOOT_ORDER in its EEPROM config
+    /// (its `[tryboot]` section in a trial boot), digit by digit from the
+    /// right, one pass up to the restart. USB mass storage is either
+    /// kind of USB disk; a mode the stand-in does not play (network,
+    /// RPIBOOT) finds nothing.
+    pub fn boot_order(self, eeprom: &BootConf, tryboot: bool) -> Result<Vec<Bus>> {
+        if self == Model::Pi3B {
+            return Ok(vec![Bus::Sd, Bus::UsbUas, Bus::UsbStorage]);
         }
+        let order = eeprom
+            .boot_order(Board::Pi4, tryboot)
+            .context("the EEPROM config's BOOT_ORDER")?;
+        Ok(order
+            .modes()
+            .into_iter()
+            .flat_map(|mode| match mode {
+                BootMode::SdCard => &[Bus::Sd][..],
+                BootMode::Nvme => &[Bus::Nvme],
+                BootMode::UsbMassStorage => &[Bus::UsbUas, Bus::UsbStorage],
+                _ => &[],
+            })
+            .copied()
+            .collect())
     }
 
     /// Whether `reboot "0 tryboot"` makes the next boot a trial boot: only
@@ -342,10 +363,16 @@ fn fdtput(dtb: &Path, options: &[&str], args: &[&str]) -> Result<()> {
 /// Tries the disks in the model's boot order and boots the first one with
 /// usable boot files, like the EEPROM bootloader moving on from an empty SD
 /// slot. The tryboot flag counts only where the model keeps it.
-pub fn select(model: Model, disks: &[Disk], tryboot: bool, scratch: &Path) -> Result<BootSpec> {
+pub fn select(
+    model: Model,
+    eeprom: &BootConf,
+    disks: &[Disk],
+    tryboot: bool,
+    scratch: &Path,
+) -> Result<BootSpec> {
     let tryboot = tryboot && model.has_tryboot();
     let mut tried = Vec::new();
-    for &bus in model.boot_order() {
+    for bus in model.boot_order(eeprom, tryboot)? {
         for disk in disks.iter().filter(|d| d.bus == bus) {
             match load(model, disk, tryboot, scratch) {
                 Ok(spec) => return Ok(spec),
@@ -359,6 +386,34 @@ pub fn select(model: Model, disks: &[Disk], tryboot: bool, scratch: &Path) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pi4_boots_in_its_eeprom_order_and_its_tryboot_section_in_a_trial() {
+        let default = BootConf::parse(PI4_BOOTCONF);
+        let all = [Bus::Sd, Bus::Nvme, Bus::UsbUas, Bus::UsbStorage];
+        assert_eq!(Model::Pi4B.boot_order(&default, false).unwrap(), all);
+        assert_eq!(Model::Pi4B.boot_order(&default, true).unwrap(), all);
+        let usb_trial = BootConf::parse("[all]\nBOOT_ORDER=0xf41\n[tryboot]\nBOOT_ORDER=0xf14\n");
+        assert_eq!(
+            Model::Pi4B.boot_order(&usb_trial, false).unwrap(),
+            [Bus::Sd, Bus::UsbUas, Bus::UsbStorage]
+        );
+        assert_eq!(
+            Model::Pi4B.boot_order(&usb_trial, true).unwrap(),
+            [Bus::UsbUas, Bus::UsbStorage, Bus::Sd]
+        );
+        // Network boot and stop find no disk; nothing after the restart.
+        let odd = BootConf::parse("BOOT_ORDER=0x61f2\n");
+        assert!(Model::Pi4B.boot_order(&odd, false).unwrap().is_empty());
+        // A Pi 3 has no EEPROM: its ROM's order, whatever the config.
+        assert_eq!(
+            Model::Pi3B.boot_order(&usb_trial, true).unwrap(),
+            [Bus::Sd, Bus::UsbUas, Bus::UsbStorage]
+        );
+        assert!(Model::Pi4B
+            .boot_order(&BootConf::parse("BOOT_ORDER=usb\n"), false)
+            .is_err());
+    }
 
     const CONFIG: &str = "dtparam=audio=on\n[pi5]\nkernel=kernel_2712.img\n[pi4]\narm_boost=1\n\
         [all]\nkernel=vmlinuz # the kernel\ninitramfs initrd.img followkernel\n[tryboot]\ncmdline=cmdline-new.txt\n";
@@ -614,7 +669,14 @@ mod tests {
         let Some((dir, disk)) = debian_sd_card() else {
             return;
         };
-        let spec = select(Model::Pi3B, &[disk], true, &dir.path().join("scratch")).unwrap();
+        let spec = select(
+            Model::Pi3B,
+            &pi4_default(),
+            &[disk],
+            true,
+            &dir.path().join("scratch"),
+        )
+        .unwrap();
         assert_eq!(spec.config_file, "config.txt");
         assert!(spec.cmdline.contains("0c0ffee0-02"), "{}", spec.cmdline);
         let dtb = spec.dtb.expect("the Pi 3's device tree was not loaded");
@@ -635,15 +697,56 @@ mod tests {
             return;
         };
         let scratch = dir.path().join("scratch");
-        let trial = select(Model::Pi4B, std::slice::from_ref(&disk), true, &scratch).unwrap();
+        let trial = select(
+            Model::Pi4B,
+            &pi4_default(),
+            std::slice::from_ref(&disk),
+            true,
+            &scratch,
+        )
+        .unwrap();
         assert_eq!(trial.config_file, "tryboot.txt");
         assert!(trial.cmdline.contains("5eed0000-02"), "{}", trial.cmdline);
         let dtb = trial.dtb.expect("the Pi 4's device tree was not loaded");
         assert_eq!(tryboot_flag(&dtb).as_deref(), Some("1"));
         // The next normal boot gets a fresh, unmarked copy.
-        let normal = select(Model::Pi4B, &[disk], false, &scratch).unwrap();
+        let normal = select(Model::Pi4B, &pi4_default(), &[disk], false, &scratch).unwrap();
         assert_eq!(normal.config_file, "config.txt");
         assert_eq!(tryboot_flag(normal.dtb.as_deref().unwrap()), None);
+    }
+
+    fn pi4_default() -> BootConf {
+        BootConf::parse(PI4_BOOTCONF)
+    }
+
+    /// With `[tryboot] BOOT_ORDER=0xf14` a trial boot starts the USB disk
+    /// (with its tryboot.txt), and the boots either side the SD card; the
+    /// default order starts the SD card in a trial too.
+    #[test]
+    fn a_pi4_trial_boot_follows_the_eeprom_tryboot_order_to_the_usb_disk() {
+        let Some((dir, sd)) = debian_sd_card() else {
+            return;
+        };
+        let usb = Disk {
+            name: "ssd".into(),
+            bus: Bus::UsbUas,
+            ..sd.clone()
+        };
+        let disks = [sd, usb];
+        let scratch = dir.path().join("scratch");
+        let usb_trial = BootConf::parse("[all]\nBOOT_ORDER=0xf41\n[tryboot]\nBOOT_ORDER=0xf14\n");
+        let trial = select(Model::Pi4B, &usb_trial, &disks, true, &scratch).unwrap();
+        assert_eq!(
+            (trial.disk.as_str(), trial.config_file.as_str()),
+            ("ssd", "tryboot.txt")
+        );
+        let normal = select(Model::Pi4B, &usb_trial, &disks, false, &scratch).unwrap();
+        assert_eq!(
+            (normal.disk.as_str(), normal.config_file.as_str()),
+            ("sd", "config.txt")
+        );
+        let default_trial = select(Model::Pi4B, &pi4_default(), &disks, true, &scratch).unwrap();
+        assert_eq!(default_trial.disk, "sd");
     }
 
     #[test]

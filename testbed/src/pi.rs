@@ -3,6 +3,7 @@
 //! `target/testbed-logs/<name>/`.
 
 use crate::disks::{Bus, Disk};
+use crate::eeprom::BootConf;
 use crate::fault::{EmulationFault, FaultKind, Retry};
 use crate::firmware::{self, BootSpec};
 use crate::live::{free_port, Live};
@@ -119,6 +120,9 @@ pub struct Pi {
     /// The Pi the firmware stand-in plays (config.txt sections, boot
     /// order, tryboot, device tree).
     pub model: firmware::Model,
+    /// The EEPROM bootloader's config (a Pi 4's; a Pi 3 has none), read
+    /// at every boot for its BOOT_ORDER.
+    pub eeprom: BootConf,
     /// Longest a boot may take before QEMU is killed.
     pub boot_limit: Duration,
     disks: Vec<Disk>,
@@ -148,6 +152,7 @@ impl Pi {
             logs,
             config,
             model: firmware::Model::Pi4B,
+            eeprom: BootConf::parse(firmware::PI4_BOOTCONF),
             boot_limit: Duration::from_secs(20 * 60),
             disks: Vec::new(),
             share,
@@ -522,6 +527,7 @@ impl Pi {
         let tryboot = std::mem::take(&mut self.tryboot_next);
         let spec = firmware::select(
             self.model,
+            &self.eeprom,
             &self.disks,
             tryboot,
             &self.work.join("firmware"),
