@@ -11,6 +11,7 @@
 //! `rpi-eeprom-config` reads and writes the same layout; the tests check
 //! this reader against it on the real images in `testbed/data/rpi-eeprom`.
 
+use crate::sections::{self, Line};
 use anyhow::{bail, ensure, Context, Result};
 
 const SECTION_MAGIC: u32 = 0x55aa_f00f;
@@ -142,18 +143,20 @@ impl BootConf {
     /// comments (`#`) and lines that are neither a section nor a setting
     /// are ignored, as the bootloader ignores them.
     pub fn parse(text: &str) -> BootConf {
-        let mut section = "all".to_string();
+        let mut section = "all";
         let mut settings = Vec::new();
-        for line in text.lines() {
-            let line = line.split('#').next().unwrap_or("").trim();
-            if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-                section = name.trim().to_ascii_lowercase();
-            } else if let Some((key, value)) = line.split_once('=') {
-                settings.push((
-                    section.clone(),
-                    key.trim().to_string(),
-                    value.trim().to_string(),
-                ));
+        for line in sections::lines(text) {
+            match line {
+                Line::Section(filter) => section = filter,
+                Line::Setting(line) => {
+                    if let Some((key, value)) = line.split_once('=') {
+                        settings.push((
+                            section.to_string(),
+                            key.trim().to_string(),
+                            value.trim().to_string(),
+                        ));
+                    }
+                }
             }
         }
         BootConf { settings }
@@ -167,7 +170,9 @@ impl BootConf {
     pub fn value(&self, key: &str, board: Board, tryboot: bool) -> Option<&str> {
         self.settings
             .iter()
-            .rfind(|(section, k, _)| k == key && applies(section, board, tryboot))
+            .rfind(|(section, k, _)| {
+                k == key && sections::applies(section, board.section(), tryboot)
+            })
             .map(|(_, _, value)| value.as_str())
     }
 
@@ -178,14 +183,6 @@ impl BootConf {
             None => Ok(BootOrder(DEFAULT_BOOT_ORDER)),
             Some(value) => BootOrder::parse(value),
         }
-    }
-}
-
-fn applies(section: &str, board: Board, tryboot: bool) -> bool {
-    match section {
-        "all" => true,
-        "tryboot" => tryboot,
-        other => other == board.section(),
     }
 }
 

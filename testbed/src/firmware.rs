@@ -14,6 +14,7 @@ use crate::disks::{Bus, Disk};
 use crate::eeprom::{Board, BootConf, BootMode};
 use crate::fat;
 use crate::mbr::{Mbr, Partition};
+use crate::sections::{self, Line};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 
@@ -183,22 +184,15 @@ struct Parser {
 
 impl Parser {
     fn feed(&mut self, text: &str, read: &mut dyn FnMut(&str) -> Option<String>, depth: usize) {
-        for raw in text.lines() {
-            let line = raw.split('#').next().unwrap_or("").trim();
-            if line.is_empty() {
-                continue;
-            }
-            if let Some(filter) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-                self.active = match filter.trim() {
-                    "all" => true,
-                    "tryboot" => self.tryboot,
-                    own => own == self.model.section(),
-                };
-                continue;
-            }
-            if !self.active {
-                continue;
-            }
+        for line in sections::lines(text) {
+            let line = match line {
+                Line::Section(filter) => {
+                    self.active = sections::applies(filter, self.model.section(), self.tryboot);
+                    continue;
+                }
+                Line::Setting(_) if !self.active => continue,
+                Line::Setting(line) => line,
+            };
             if let Some(name) = line.strip_prefix("include ") {
                 if depth < MAX_INCLUDE_DEPTH {
                     if let Some(inner) = read(name.trim()) {

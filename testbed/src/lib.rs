@@ -46,6 +46,7 @@ pub mod qemu;
 pub mod qmp;
 pub mod raspi4b;
 pub mod scenarios;
+pub mod sections;
 pub mod share;
 
 pub use disks::{Bus, Disk};
