@@ -380,6 +380,7 @@ fn options(checksum: bool) -> CopyOptions {
         one_file_system: true,
         checksum,
         threads: 2,
+        changed_since: None,
     }
 }
 

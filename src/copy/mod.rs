@@ -64,6 +64,16 @@ pub struct CopyOptions {
     /// Threads filling regular files while the walker creates the tree;
     /// 0 copies everything in the calling thread.
     pub threads: usize,
+    /// Second pass of a copy known to have been complete at this time (Unix
+    /// seconds): an entry whose inode did not change since (its ctime is
+    /// older) and whose size, mtime, owner and mode still match the
+    /// target's is taken as it is, without reading either side's xattrs or
+    /// listing a directory's target for deletions. Any write, chmod,
+    /// chown, xattr change, rename or new link of an inode moves its ctime,
+    /// so only what changed is looked at closely: a changed file whose size
+    /// and mtime still match is compared byte for byte. Ignored with
+    /// `checksum`.
+    pub changed_since: Option<i64>,
 }
 
 impl Default for CopyOptions {
@@ -73,6 +83,7 @@ impl Default for CopyOptions {
             one_file_system: true,
             checksum: false,
             threads: DEFAULT_THREADS,
+            changed_since: None,
         }
     }
 }

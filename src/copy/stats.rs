@@ -80,6 +80,18 @@ impl CopyStats {
     pub fn entries(&self) -> u64 {
         self.files + self.dirs + self.symlinks + self.hardlinks + self.specials + self.unchanged
     }
+
+    /// The first `shown` failed entries, one indented line each, for an
+    /// error message.
+    pub fn errors_shown(&self, shown: usize) -> String {
+        let lines: Vec<String> = self
+            .errors
+            .iter()
+            .take(shown)
+            .map(|e| format!("  {e}"))
+            .collect();
+        lines.join("\n")
+    }
 }
 
 /// A tree where every entry fails would otherwise fill memory with errors.

@@ -106,7 +106,8 @@ impl<'a> Walker<'a> {
             target: self.target_root.to_path_buf(),
             relative: PathBuf::new(),
         };
-        let mut stack = vec![self.open_dir(root, root_meta)];
+        let settled = self.quiet(&root_meta);
+        let mut stack = vec![self.open_dir(root, root_meta, settled)];
         while let Some(frame) = stack.last_mut() {
             if self.shared.stop.raised() {
                 return Ok(());
@@ -119,7 +120,8 @@ impl<'a> Walker<'a> {
                         target: frame.target.join(&name.name),
                         relative: frame.relative.join(&name.name),
                     };
-                    if let Some(child) = self.visit(entry) {
+                    let settled = frame.settled;
+                    if let Some(child) = self.visit(entry, settled) {
                         stack.push(child);
                     }
                 }
@@ -138,7 +140,9 @@ impl<'a> Walker<'a> {
     }
 
     /// Copies one entry; returns the frame of a directory to descend into.
-    fn visit(&mut self, entry: Entry) -> Option<Frame> {
+    /// `in_settled` says the entry's directory is settled (see
+    /// [`Frame::settled`]).
+    fn visit(&mut self, entry: Entry, in_settled: bool) -> Option<Frame> {
         if walk::is_excluded(&self.options.exclusions, &entry.relative) {
             Counters::add(&self.counters().excluded, 1);
             return None;
@@ -154,6 +158,20 @@ impl<'a> Walker<'a> {
                 return None;
             }
         };
+        // An unchanged inode under a name that is where it was: the target
+        // has it as the last complete copy left it (the plan trusts ctimes
+        // only while nothing else mounted the target since), so the target
+        // is not even looked at. This halves the system calls of a sync in
+        // which little changed; a directory is still listed, since a file
+        // in it may have changed without changing the directory.
+        if in_settled && self.quiet(&meta) {
+            if meta.is_dir() && !self.is_mount_point(&meta) {
+                Counters::add(&self.counters().dirs, 1);
+                return Some(self.open_dir(entry, meta, true));
+            }
+            Counters::add(&self.counters().unchanged, 1);
+            return None;
+        }
         // The second pass compares with what the first left; the first
         // assumes an empty target and clears the way only when a name is
         // taken (an interrupted earlier run).
@@ -196,7 +214,7 @@ impl<'a> Walker<'a> {
             self.failed(&entry.target, "create directory", err);
             return None;
         }
-        if self.options.one_file_system && meta.dev() != self.root_dev {
+        if self.is_mount_point(&meta) {
             // A mount point: the directory exists on the new root, with
             // the mounted filesystem's root metadata, and stays empty.
             Counters::add(&self.counters().mount_points, 1);
@@ -209,18 +227,21 @@ impl<'a> Walker<'a> {
             return None;
         }
         Counters::add(&self.counters().dirs, 1);
-        Some(self.open_dir(entry, meta))
+        // Moved here or changed: what is below is compared entry by entry.
+        Some(self.open_dir(entry, meta, false))
     }
 
     /// Lists a source directory; in the second pass, also removes what the
     /// target holds and the source no longer does.
-    fn open_dir(&mut self, entry: Entry, meta: Metadata) -> Frame {
+    fn open_dir(&mut self, entry: Entry, meta: Metadata, settled: bool) -> Frame {
         let names = walk::list(&entry.source).unwrap_or_else(|err| {
             // Still a frame, so the directory gets its metadata.
             self.failed(&entry.source, "list directory", err);
             Vec::new()
         });
-        if self.pass == Pass::Second {
+        // A directory whose inode did not change since the last complete
+        // copy gained and lost no names: its target has nothing extra.
+        if self.pass == Pass::Second && !self.quiet(&meta) {
             let keep: HashSet<&OsString> = names.iter().map(|n| &n.name).collect();
             self.remove_extra(&entry, &keep);
         }
@@ -230,6 +251,7 @@ impl<'a> Walker<'a> {
             relative: entry.relative,
             names: names.into_iter(),
             meta,
+            settled,
         }
     }
 
@@ -256,6 +278,9 @@ impl<'a> Walker<'a> {
 
     /// Metadata of a directory, now that everything in it exists.
     fn leave_dir(&mut self, frame: Frame) {
+        if self.quiet(&frame.meta) && self.target_matches(&frame.meta, &frame.target) {
+            return;
+        }
         self.apply_by_path(
             &frame.source,
             &frame.target,
@@ -309,6 +334,28 @@ impl<'a> Walker<'a> {
         );
     }
 
+    /// A directory of another filesystem, which the copy does not enter.
+    fn is_mount_point(&self, meta: &Metadata) -> bool {
+        self.options.one_file_system && meta.dev() != self.root_dev
+    }
+
+    /// Whether `meta`'s inode is unchanged since [`CopyOptions::changed_since`]
+    /// (second pass only; a checksum pass reads every file anyway).
+    fn quiet(&self, meta: &Metadata) -> bool {
+        self.pass == Pass::Second
+            && !self.options.checksum
+            && self
+                .options
+                .changed_since
+                .is_some_and(|since| meta.ctime() < since)
+    }
+
+    /// The target at `target` has the source's owner, mode and times (read
+    /// again: the walk itself may have changed a directory's).
+    fn target_matches(&self, meta: &Metadata, target: &Path) -> bool {
+        std::fs::symlink_metadata(target).is_ok_and(|t| same_attributes(meta, &t))
+    }
+
     fn visit_file(&mut self, entry: &Entry, meta: &Metadata, existing: Option<Metadata>) {
         if meta.nlink() > 1 {
             match self
@@ -325,7 +372,16 @@ impl<'a> Walker<'a> {
                 // shares must not be rewritten in place.
                 && !(target.nlink() > 1 && meta.nlink() == 1);
             if same_kind && target.size() == meta.size() && same_mtime(target, meta) {
-                if self.options.checksum {
+                let quiet = self.quiet(meta);
+                if quiet && same_attributes(meta, target) {
+                    Counters::add(&self.counters().unchanged, 1);
+                    return;
+                }
+                // Its inode changed since the last complete copy: its bytes
+                // may have, under the same size and mtime (what a quick
+                // check misses), so they are compared.
+                let inode_changed = !quiet && self.options.changed_since.is_some();
+                if self.options.checksum || inode_changed {
                     self.submit(Job::Verify {
                         source: entry.source.clone(),
                         target: entry.target.clone(),
@@ -399,6 +455,18 @@ impl<'a> Walker<'a> {
     }
 
     fn visit_symlink(&mut self, entry: &Entry, meta: &Metadata, existing: Option<Metadata>) {
+        if let Some(target) = &existing {
+            // A symlink's destination never changes in place: a new one is a
+            // new inode, with a new ctime.
+            if target.file_type().is_symlink()
+                && target.size() == meta.size()
+                && self.quiet(meta)
+                && same_attributes(meta, target)
+            {
+                Counters::add(&self.counters().unchanged, 1);
+                return;
+            }
+        }
         let destination = match std::fs::read_link(&entry.source) {
             Ok(destination) => destination,
             Err(err) => return self.failed(&entry.source, "read symlink", err),
@@ -441,6 +509,9 @@ impl<'a> Walker<'a> {
         if let Some(target) = &existing {
             if target.file_type() == meta.file_type() && target.rdev() == meta.rdev() {
                 Counters::add(&self.counters().unchanged, 1);
+                if self.quiet(meta) && same_attributes(meta, target) {
+                    return;
+                }
                 self.apply_by_path(
                     &entry.source,
                     &entry.target,
@@ -486,11 +557,201 @@ fn same_mtime(a: &Metadata, b: &Metadata) -> bool {
     a.mtime() == b.mtime() && a.mtime_nsec() == b.mtime_nsec()
 }
 
+/// Owner, mode and times as the copy sets them (xattrs are not compared
+/// here: reading them is what a quiet entry saves).
+fn same_attributes(source: &Metadata, target: &Metadata) -> bool {
+    source.uid() == target.uid()
+        && source.gid() == target.gid()
+        && source.mode() == target.mode()
+        && same_mtime(source, target)
+        && source.atime() == target.atime()
+        && source.atime_nsec() == target.atime_nsec()
+}
+
 /// Sets directory times again after the workers created files in them.
 pub fn set_deferred_times(times: &[(PathBuf, meta::Times)], shared: &Shared) {
     for (dir, times) in times {
         if let Err(err) = meta::set_node_times(Node::Path(dir), *times) {
             shared.failed(dir, "set directory times", err);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{copy_tree, second_pass, CopyOptions};
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
+    use std::sync::atomic::AtomicBool;
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    fn now() -> i64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64
+    }
+
+    /// Copies `source` to `target` and returns a time after the copy and
+    /// at least a second before anything the test changes next.
+    fn copied(source: &Path, target: &Path) -> i64 {
+        let options = CopyOptions {
+            threads: 0,
+            ..CopyOptions::default()
+        };
+        copy_tree(source, target, &options, &AtomicBool::new(false), &|_| {}).unwrap();
+        std::thread::sleep(Duration::from_millis(1100));
+        let since = now();
+        std::thread::sleep(Duration::from_millis(1100));
+        since
+    }
+
+    fn pass(source: &Path, target: &Path, since: Option<i64>) -> super::super::CopyStats {
+        let options = CopyOptions {
+            changed_since: since,
+            threads: 0,
+            ..CopyOptions::default()
+        };
+        second_pass(source, target, &options, &AtomicBool::new(false), &|_| {}).unwrap()
+    }
+
+    /// After a complete copy at `since`, a pass with `changed_since` looks
+    /// closely only at what changed since: a quiet entry in a settled
+    /// directory is not looked at on the target at all (a target-only mode
+    /// and xattr stay, as a pass never makes them: the plan trusts ctimes
+    /// only while nothing else mounted the target); in a directory that
+    /// changed, a quiet entry's owner, mode and times are compared from its
+    /// target's stat, but its xattrs are not read; and every kind of change
+    /// on the source (data of the same size and mtime aside, which moves
+    /// ctime too: a mode, an xattr, a deletion in a quiet tree) is carried
+    /// over.
+    #[test]
+    fn a_pass_with_changed_since_skips_quiet_entries_and_catches_changed_ones() {
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let (source, target) = (dir.path().join("s"), dir.path().join("t"));
+        std::fs::create_dir_all(source.join("d/e")).unwrap();
+        for name in ["a", "b", "d/c", "d/e/f", "d/e/h"] {
+            std::fs::write(source.join(name), name).unwrap();
+        }
+        let since = copied(&source, &target);
+
+        // The target alone changed (as a pass never would): seen only
+        // where the directory changed, from the stat; xattrs never read.
+        std::fs::set_permissions(target.join("a"), std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::set_permissions(target.join("d/e/h"), std::fs::Permissions::from_mode(0o600))
+            .unwrap();
+        let with_xattr = xattr::set(target.join("d/c"), "user.extra", b"1").is_ok();
+        // The source changed: a mode only, an xattr only, a deletion deep down.
+        std::fs::set_permissions(source.join("b"), std::fs::Permissions::from_mode(0o640)).unwrap();
+        let source_xattr = xattr::set(source.join("d/e/f"), "user.new", b"v").is_ok();
+        std::fs::remove_file(source.join("d/e/f")).ok();
+        std::fs::write(source.join("d/e/g"), "g").unwrap();
+
+        let stats = pass(&source, &target, Some(since));
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(
+            mode(&target.join("b")),
+            0o640,
+            "a mode-only change is carried over"
+        );
+        assert!(!target.join("d/e/f").exists(), "a deletion is carried over");
+        assert_eq!(std::fs::read(target.join("d/e/g")).unwrap(), b"g");
+        assert_eq!(stats.deleted, 1);
+        assert_eq!(
+            mode(&target.join("a")),
+            0o600,
+            "a quiet file in a settled directory is not looked at"
+        );
+        assert_eq!(
+            mode(&target.join("d/e/h")),
+            0o644,
+            "the stat of a quiet file in a changed directory is compared"
+        );
+        if with_xattr {
+            assert!(xattr::get(target.join("d/c"), "user.extra")
+                .unwrap()
+                .is_some());
+        }
+        let _ = source_xattr;
+
+        // Without it every entry is compared, and the target is made exact.
+        pass(&source, &target, None);
+        assert_eq!(mode(&target.join("a")), 0o644);
+        if with_xattr {
+            assert!(xattr::get(target.join("d/c"), "user.extra")
+                .unwrap()
+                .is_none());
+        }
+    }
+
+    /// Two directories that swapped names since the last copy: their
+    /// contents are quiet (moving a directory changes only its own ctime),
+    /// but below a moved directory nothing is settled, so the target's
+    /// same-named entries, the other directory's, are compared and replaced.
+    #[test]
+    fn below_a_moved_directory_quiet_entries_are_compared() {
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let (source, target) = (dir.path().join("s"), dir.path().join("t"));
+        for (name, bytes) in [("a", "from a, longer"), ("b", "from b")] {
+            std::fs::create_dir_all(source.join(name).join("sub")).unwrap();
+            std::fs::write(source.join(name).join("x"), bytes).unwrap();
+            std::fs::write(source.join(name).join("sub/y"), bytes).unwrap();
+        }
+        let since = copied(&source, &target);
+        std::fs::rename(source.join("a"), source.join("tmp")).unwrap();
+        std::fs::rename(source.join("b"), source.join("a")).unwrap();
+        std::fs::rename(source.join("tmp"), source.join("b")).unwrap();
+
+        pass(&source, &target, Some(since));
+        for name in ["a/x", "a/sub/y", "b/x", "b/sub/y"] {
+            assert_eq!(
+                std::fs::read(target.join(name)).unwrap(),
+                std::fs::read(source.join(name)).unwrap(),
+                "{name}"
+            );
+        }
+    }
+
+    /// Bytes rewritten under the same size and mtime (rsync's quick check
+    /// misses them) are seen by the ctime, and copied.
+    #[test]
+    fn a_same_size_same_mtime_rewrite_is_carried_over() {
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let (source, target) = (dir.path().join("s"), dir.path().join("t"));
+        std::fs::create_dir_all(&source).unwrap();
+        std::fs::write(source.join("f"), "before").unwrap();
+        let since = copied(&source, &target);
+        let mtime = std::fs::metadata(source.join("f"))
+            .unwrap()
+            .modified()
+            .unwrap();
+        std::fs::write(source.join("f"), "after!").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(source.join("f"))
+            .unwrap()
+            .set_modified(mtime)
+            .unwrap();
+        pass(&source, &target, Some(since));
+        assert_eq!(std::fs::read(target.join("f")).unwrap(), b"after!");
+    }
+
+    /// A file whose only change is an xattr (same size, same mtime) is
+    /// seen by its ctime.
+    #[test]
+    fn an_xattr_only_change_is_carried_over() {
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let (source, target) = (dir.path().join("s"), dir.path().join("t"));
+        std::fs::create_dir_all(&source).unwrap();
+        std::fs::write(source.join("f"), "data").unwrap();
+        let since = copied(&source, &target);
+        if xattr::set(source.join("f"), "user.tag", b"yes").is_err() {
+            return; // no user xattrs on this filesystem
+        }
+        pass(&source, &target, Some(since));
+        assert_eq!(
+            xattr::get(target.join("f"), "user.tag").unwrap().as_deref(),
+            Some(&b"yes"[..])
+        );
     }
 }

@@ -50,6 +50,11 @@ pub struct Frame {
     pub names: std::vec::IntoIter<Name>,
     /// The source directory's metadata, applied when it is left.
     pub meta: std::fs::Metadata,
+    /// Whether the target directory is known to hold, name for name, what
+    /// the last complete copy left: its source inode and every ancestor's
+    /// are unchanged since then, so no name in it was added, removed or
+    /// renamed, and none of its ancestors was moved.
+    pub settled: bool,
 }
 
 #[cfg(test)]

@@ -7,6 +7,19 @@ use super::{pi_tree, pimigrate, Loop, LoopDisk};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// Each migration labels its target's root `rootfs` unless an attached disk
+/// has that label already, so rigs migrating side by side make several
+/// `rootfs` disks at once. That is harmless to them, but a test whose
+/// checks count every attached disk's ids (a standby's `ids-unique`) must
+/// not see the others' labels: it takes its turn alone.
+static LABELS: RwLock<()> = RwLock::new(());
+
+enum Turn {
+    Shared(#[allow(dead_code)] RwLockReadGuard<'static, ()>),
+    Alone(#[allow(dead_code)] RwLockWriteGuard<'static, ()>),
+}
 
 pub struct MigrationRig {
     pub tree: tempfile::TempDir,
@@ -14,11 +27,24 @@ pub struct MigrationRig {
     pub image: PathBuf,
     pub device: String,
     _disk: LoopDisk,
+    _turn: Turn,
 }
 
 impl MigrationRig {
     /// The fixture's Pi tree with `extend` run on it, and a 1 GiB target.
     pub fn new(extend: impl FnOnce(&Path)) -> MigrationRig {
+        let turn = Turn::Shared(LABELS.read().unwrap_or_else(|e| e.into_inner()));
+        MigrationRig::taking(turn, extend)
+    }
+
+    /// As `new`, with no other rig's disk attached while this one lives:
+    /// for checks that resolve ids against every attached disk.
+    pub fn alone(extend: impl FnOnce(&Path)) -> MigrationRig {
+        let turn = Turn::Alone(LABELS.write().unwrap_or_else(|e| e.into_inner()));
+        MigrationRig::taking(turn, extend)
+    }
+
+    fn taking(turn: Turn, extend: impl FnOnce(&Path)) -> MigrationRig {
         let tree = pi_tree();
         extend(tree.path());
         let disk = LoopDisk::new(1 << 30);
@@ -28,6 +54,7 @@ impl MigrationRig {
             image: disk.image.clone(),
             device: disk.device.clone(),
             _disk: disk,
+            _turn: turn,
         }
     }
 

@@ -1,0 +1,185 @@
+//! The standby's record (`standby.json`, schema `pimigrate.standby/1`):
+//! which disk and partitions the standby is, whether its last sync is
+//! complete, when, and what the offline checks said.
+//!
+//! It is kept twice: in the running system's state directory, which
+//! `devices` and `verify` read, and on the standby's own root
+//! (`/var/lib/pimigrate/standby.json`), so the standby says what it is
+//! when it is booted or looked at elsewhere. A sync writes `syncing` (and
+//! flushes it) before it changes anything, and `complete` only after the
+//! copy, the edits, a flush and the checks: a SIGKILL or a power cut in
+//! between leaves `syncing`, which is reported as incomplete and finished
+//! by the next sync.
+
+use crate::apply::atomic;
+use crate::plan::Layout;
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+pub const STANDBY_SCHEMA: &str = "pimigrate.standby/1";
+pub const STANDBY_FILE: &str = "standby.json";
+/// Where the standby's own copy lives on its root filesystem.
+pub const ON_STANDBY: &str = "/var/lib/pimigrate/standby.json";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SyncState {
+    /// A sync started and has not ended: the standby may be half copied.
+    Syncing,
+    /// A sync ended with an error (a stalled disk, Ctrl-C, a failed copy).
+    Failed,
+    /// The last sync copied, edited, flushed and checked everything.
+    Complete,
+}
+
+/// A partition of the standby, by the ids that name it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartIds {
+    pub number: u32,
+    pub partuuid: Option<String>,
+    pub uuid: Option<String>,
+    pub label: Option<String>,
+}
+
+/// One offline check, as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckResult {
+    pub code: String,
+    pub pass: bool,
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StandbyRecord {
+    pub schema: String,
+    pub state: SyncState,
+    /// The standby disk as it was named at the last sync (`/dev/mmcblk0`).
+    pub disk: PathBuf,
+    pub serial: Option<String>,
+    pub model: Option<String>,
+    /// `full`: a boot and a root partition of its own; `root-only`: a root
+    /// partition started from the running system's boot partition.
+    pub layout: Layout,
+    pub root: PartIds,
+    pub boot: Option<PartIds>,
+    /// When this sync started (Unix seconds).
+    pub started: u64,
+    /// When it ended, complete or failed.
+    pub finished: Option<u64>,
+    /// When the last complete sync started: entries whose ctime is older
+    /// changed neither on the source nor, if the superblock stamp still
+    /// matches, on the standby.
+    pub last_complete: Option<u64>,
+    /// The standby root's superblock after the last complete sync.
+    pub stamp: Option<super::superblock::Stamp>,
+    /// Every offline check passed (only for a complete sync).
+    pub bootable: Option<bool>,
+    pub checks: Vec<CheckResult>,
+    /// How to boot the standby, in order.
+    pub boot_steps: Vec<String>,
+    /// Why the last sync failed.
+    pub error: Option<String>,
+}
+
+impl StandbyRecord {
+    /// Reads `standby.json` in `dir`; none when there is none yet.
+    pub fn load(dir: &Path) -> Result<Option<StandbyRecord>> {
+        let path = dir.join(STANDBY_FILE);
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(err) => return Err(err).with_context(|| format!("reading {}", path.display())),
+        };
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .with_context(|| format!("{} is damaged; move it away and sync again", path.display()))
+    }
+
+    /// Writes it atomically into `dir`, flushed before this returns.
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let bytes = serde_json::to_vec_pretty(self).context("encoding the standby record")?;
+        atomic::replace(&dir.join(STANDBY_FILE), &bytes, atomic::FILE)
+    }
+
+    /// Whether this record describes the standby whose root partition has
+    /// `partuuid`.
+    pub fn is_for(&self, partuuid: Option<&str>) -> bool {
+        match (self.root.partuuid.as_deref(), partuuid) {
+            (Some(a), Some(b)) => a.eq_ignore_ascii_case(b),
+            _ => false,
+        }
+    }
+}
+
+/// Marks the state directory's record failed with `error`, as a stalled or
+/// interrupted run ends: still incomplete, now with the reason.
+pub fn mark_failed(state_dir: &Path, error: &str) -> Result<()> {
+    if let Some(mut record) = StandbyRecord::load(state_dir)? {
+        record.state = SyncState::Failed;
+        record.finished = Some(crate::apply::journal::now());
+        record.error = Some(error.to_string());
+        record.save(state_dir)?;
+    }
+    Ok(())
+}
+
+/// A record to start tests from.
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use super::*;
+
+    pub(crate) fn sample() -> StandbyRecord {
+        StandbyRecord {
+            schema: STANDBY_SCHEMA.into(),
+            state: SyncState::Syncing,
+            disk: "/dev/mmcblk0".into(),
+            serial: Some("0x8a3c2f11".into()),
+            model: Some("SC64G".into()),
+            layout: Layout::Full,
+            root: PartIds {
+                number: 2,
+                partuuid: Some("6c586e13-02".into()),
+                uuid: None,
+                label: Some("rootfs".into()),
+            },
+            boot: None,
+            started: 1_700_000_000,
+            finished: None,
+            last_complete: Some(1_699_990_000),
+            stamp: None,
+            bootable: None,
+            checks: Vec::new(),
+            boot_steps: Vec::new(),
+            error: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tests_support::sample;
+    use super::*;
+
+    #[test]
+    fn a_record_survives_a_round_trip_and_a_failure_keeps_its_last_complete_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(StandbyRecord::load(dir.path()).unwrap(), None);
+        let record = sample();
+        record.save(dir.path()).unwrap();
+        assert_eq!(
+            StandbyRecord::load(dir.path()).unwrap(),
+            Some(record.clone())
+        );
+        mark_failed(dir.path(), "the disk stopped answering").unwrap();
+        let failed = StandbyRecord::load(dir.path()).unwrap().unwrap();
+        assert_eq!(failed.state, SyncState::Failed);
+        assert_eq!(failed.last_complete, record.last_complete);
+        assert!(failed.is_for(Some("6C586E13-02")));
+        std::fs::write(dir.path().join(STANDBY_FILE), "{").unwrap();
+        let err = StandbyRecord::load(dir.path()).unwrap_err();
+        assert!(format!("{err:#}").contains("is damaged"), "{err:#}");
+    }
+}

@@ -1,0 +1,292 @@
+//! Which disk is the standby: the one named with `--to`, the one the
+//! standby record names, or the one the migration journal says the system
+//! came from (the SD card's old root after a root-only move, the whole card
+//! after a full move). Read-only.
+
+use super::record::StandbyRecord;
+use crate::apply::journal::Journal;
+use crate::bootcfg::DeviceSpec;
+use crate::plan::{Layout, Reason, TargetIdentity};
+use crate::system::disks::{Disk, Partition};
+use crate::system::mounts::DevNo;
+use crate::system::source::{matching, Match};
+use crate::system::System;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// One partition of the standby, as the disk shows it now.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StandbyPart {
+    pub number: u32,
+    /// The kernel's device, when it shows one.
+    pub path: Option<PathBuf>,
+    pub devno: Option<DevNo>,
+    pub start_bytes: u64,
+    pub size_bytes: u64,
+    pub fstype: Option<String>,
+    pub partuuid: Option<String>,
+    pub uuid: Option<String>,
+    pub label: Option<String>,
+}
+
+impl StandbyPart {
+    pub fn of(part: &Partition) -> StandbyPart {
+        StandbyPart {
+            number: part.number,
+            path: part.path.clone(),
+            devno: part.devno,
+            start_bytes: part.start_bytes,
+            size_bytes: part.size_bytes,
+            fstype: part.fstype.clone(),
+            partuuid: part.partuuid.clone(),
+            uuid: part.uuid.clone(),
+            label: part.label.clone(),
+        }
+    }
+
+    /// `/dev/mmcblk0p2`, or `/dev/loop3 partition 2` without a node.
+    pub fn name(&self, disk: &Path) -> String {
+        match &self.path {
+            Some(path) => path.display().to_string(),
+            None => format!("{} partition {}", disk.display(), self.number),
+        }
+    }
+
+    pub fn ids(&self) -> super::record::PartIds {
+        super::record::PartIds {
+            number: self.number,
+            partuuid: self.partuuid.clone(),
+            uuid: self.uuid.clone(),
+            label: self.label.clone(),
+        }
+    }
+}
+
+/// How the standby was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FoundBy {
+    /// The state directory's standby record.
+    Record,
+    /// The migration journal: the disk the system was migrated from.
+    Journal,
+    /// `--to`, a disk that is laid out anew.
+    Named,
+}
+
+/// A standby that exists: its disk and partitions.
+#[derive(Debug, Clone, Serialize)]
+pub struct Standby {
+    pub disk: TargetIdentity,
+    /// `full`: its own boot partition; `root-only`: started from the
+    /// running system's boot partition.
+    pub layout: Layout,
+    pub root: StandbyPart,
+    pub boot: Option<StandbyPart>,
+    pub found_by: FoundBy,
+}
+
+impl Standby {
+    pub fn root_name(&self) -> String {
+        self.root.name(&self.disk.path)
+    }
+}
+
+/// What `--to`, the record or the journal point at.
+#[derive(Debug)]
+pub enum Found<'a> {
+    /// A standby with partitions of its own: update it.
+    Existing(Box<Standby>),
+    /// A disk that is not (yet) a standby: a first sync lays it out.
+    Blank(&'a Disk),
+}
+
+/// Finds the standby; a reason with what to do when there is none.
+pub fn find<'a>(
+    system: &'a System,
+    journal: Option<&Journal>,
+    record: Option<&StandbyRecord>,
+    to: Option<&Path>,
+    fresh: bool,
+) -> Result<Found<'a>, Reason> {
+    if let Some(to) = to {
+        let disk = named_disk(system, to)?;
+        if fresh {
+            return Ok(Found::Blank(disk));
+        }
+        if let Some(standby) = record.and_then(|r| from_record(disk, r)) {
+            return Ok(Found::Existing(Box::new(standby)));
+        }
+        if let Some(standby) = journal.and_then(|j| from_journal(system, j, Some(disk)).ok()) {
+            return Ok(Found::Existing(Box::new(standby)));
+        }
+        return Ok(Found::Blank(disk));
+    }
+    if let Some(record) = record {
+        return system
+            .disks
+            .iter()
+            .find_map(|disk| from_record(disk, record))
+            .map(|s| Found::Existing(Box::new(s)))
+            .ok_or_else(|| {
+                Reason::new(
+                    "standby-missing",
+                    format!(
+                        "the standby {} (root PARTUUID={}) is not attached",
+                        record.disk.display(),
+                        record.root.partuuid.as_deref().unwrap_or("?")
+                    ),
+                )
+                .hint("plug it in, or name another disk with --to (a disk that is not a standby yet is erased and laid out anew)")
+            });
+    }
+    if let Some(journal) = journal {
+        return from_journal(system, journal, None).map(|s| Found::Existing(Box::new(s)));
+    }
+    Err(Reason::new(
+        "no-standby",
+        "there is no standby yet: no standby record and no migration journal names a disk",
+    )
+    .hint("name the disk to keep in sync with --to DISK (`pimigrate devices` lists them)"))
+}
+
+/// The whole disk at `path`, or why it is not one.
+fn named_disk<'a>(system: &'a System, path: &Path) -> Result<&'a Disk, Reason> {
+    let devno = crate::system::disks::devno_of_node(&system.host, path).ok_or_else(|| {
+        Reason::new(
+            "standby-not-found",
+            format!("{} is not a block device", path.display()),
+        )
+        .hint("`pimigrate devices` lists the disks attached to this machine")
+    })?;
+    if let Some(disk) = system.disks.iter().find(|d| d.devno == devno) {
+        return Ok(disk);
+    }
+    match system.disk_holding(devno) {
+        Some(disk) => Err(Reason::new(
+            "standby-is-partition",
+            format!(
+                "{} is a partition of {}, not a whole disk",
+                path.display(),
+                disk.path.display()
+            ),
+        )
+        .hint(format!("give the whole disk: --to {}", disk.path.display()))),
+        None => Err(Reason::new(
+            "standby-not-found",
+            format!("{} is not a disk this machine lists", path.display()),
+        )),
+    }
+}
+
+/// The standby of `record`, if it is on `disk`.
+fn from_record(disk: &Disk, record: &StandbyRecord) -> Option<Standby> {
+    let by_partuuid = |partuuid: Option<&str>| {
+        let partuuid = partuuid?;
+        disk.partitions.iter().find(|p| {
+            p.partuuid
+                .as_deref()
+                .is_some_and(|id| id.eq_ignore_ascii_case(partuuid))
+        })
+    };
+    let root = by_partuuid(record.root.partuuid.as_deref())?;
+    let boot = match &record.boot {
+        Some(ids) => Some(by_partuuid(ids.partuuid.as_deref())?),
+        None => None,
+    };
+    Some(Standby {
+        disk: crate::plan::identity(disk),
+        layout: record.layout,
+        root: StandbyPart::of(root),
+        boot: boot.map(StandbyPart::of),
+        found_by: FoundBy::Record,
+    })
+}
+
+/// The disk the journal's migration came from: its old root partition, and
+/// after a full move its own boot partition. `on` limits it to one disk.
+fn from_journal(system: &System, journal: &Journal, on: Option<&Disk>) -> Result<Standby, Reason> {
+    let source = &journal.plan.source;
+    let (disk, root) = one_partition(system, &source.root_spec, on, "root")?;
+    let boot = match (journal.plan.layout, &source.boot_spec) {
+        (Layout::Full, Some(spec)) => Some(one_partition(system, spec, Some(disk), "boot")?.1),
+        _ => None,
+    };
+    Ok(Standby {
+        disk: crate::plan::identity(disk),
+        layout: if boot.is_some() {
+            Layout::Full
+        } else {
+            Layout::RootOnly
+        },
+        root: StandbyPart::of(root),
+        boot: boot.map(StandbyPart::of),
+        found_by: FoundBy::Journal,
+    })
+}
+
+/// The one partition `spec` names (on `on`, if given).
+fn one_partition<'a>(
+    system: &'a System,
+    spec: &DeviceSpec,
+    on: Option<&Disk>,
+    what: &str,
+) -> Result<(&'a Disk, &'a Partition), Reason> {
+    let found: Vec<(&Disk, &Partition)> = matching(spec, &system.disks)
+        .into_iter()
+        .filter_map(|m| match m {
+            Match::Partition(disk, part) => Some((disk, part)),
+            Match::Disk(_) => None,
+        })
+        .filter(|(disk, _)| on.is_none_or(|on| on.devno == disk.devno))
+        .collect();
+    match found.as_slice() {
+        [one] => Ok(*one),
+        [] => Err(Reason::new(
+            "standby-missing",
+            format!(
+                "the {what} partition the system was migrated from ({spec}) is not attached"
+            ),
+        )
+        .hint("put the SD card back in, or name another disk with --to")),
+        many => Err(Reason::new(
+            "standby-ids-shared",
+            format!(
+                "{spec} names {} partitions ({}): the old {what} partition's id is not its own any more",
+                many.len(),
+                many.iter()
+                    .map(|(d, p)| Match::Partition(d, p).name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )
+        .hint("detach the clone, or give the standby fresh ids: sudo pimigrate sync --to DISK --fresh (erases it)")),
+    }
+}
+
+/// Whether `disk` is another way into the standby's own disk, not another
+/// disk: a loop device over the standby (a partition of a loop disk on a
+/// kernel without partition support) or over the same image file. Its
+/// ids are the standby's own.
+pub fn is_view_of(disk: &Disk, standby: &TargetIdentity, disks: &[Disk]) -> bool {
+    if disk.devno == standby.devno || disk.transport != crate::system::disks::Transport::Virtual {
+        return false;
+    }
+    let Some(backing) = &disk.backing_file else {
+        return false;
+    };
+    let standby_backing = disks
+        .iter()
+        .find(|d| d.devno == standby.devno)
+        .and_then(|d| d.backing_file.as_ref());
+    *backing == standby.path || Some(backing) == standby_backing
+}
+
+/// The attached disks but the views of the standby's own disk.
+pub fn other_disks(disks: &[Disk], standby: &TargetIdentity) -> Vec<Disk> {
+    disks
+        .iter()
+        .filter(|d| !is_view_of(d, standby, disks))
+        .cloned()
+        .collect()
+}

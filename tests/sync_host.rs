@@ -1,0 +1,572 @@
+//! `pimigrate sync` on this machine (root): a Pi-like tree synced onto a
+//! loop-device standby with a real table and real ext4, checked with
+//! rsync after each run; changes of every kind carried over by the
+//! incremental sync; a sync killed midway marked incomplete and finished
+//! by the next; a standby whose writes stall (its image on a frozen
+//! filesystem) ended with a clear error; the refusals; the timer's units
+//! and the Ansible role. (Booting the standby is the testbed's job.)
+
+use crate::common;
+
+use common::migration::MigrationRig;
+use common::*;
+use serde_json::Value;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::process::Command;
+
+/// The kernel version the tree's boot partition starts and has modules of.
+const KERNEL: &str = "6.6.51-test-v8";
+
+/// The rig (its 1 GiB loop disk is the standby) and the "SD card" whose
+/// boot partition the tree's fstab names (MBR signature 6c586e13), so
+/// that the standby's fstab boot line names one attached device.
+struct SyncRig {
+    rig: MigrationRig,
+    _sd: LoopDisk,
+    /// Two "SD cards" with one signature at once would be the very
+    /// duplicate ids the checks refuse: these tests take turns.
+    _turn: std::sync::MutexGuard<'static, ()>,
+}
+
+static SD_CARD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn setup() -> SyncRig {
+    let turn = SD_CARD.lock().unwrap_or_else(|e| e.into_inner());
+    let rig = MigrationRig::alone(|tree| {
+        let boot = tree.join("boot/firmware");
+        let mut kernel = vec![0u8; 4096];
+        kernel.extend_from_slice(format!("Linux version {KERNEL} (builder@pi) #1 SMP").as_bytes());
+        std::fs::write(boot.join("kernel8.img"), kernel).unwrap();
+        std::fs::write(boot.join("initramfs8"), b"initramfs").unwrap();
+        std::fs::create_dir_all(tree.join("usr/lib/modules").join(KERNEL).join("kernel")).unwrap();
+        std::fs::create_dir_all(tree.join("var/lib/pimigrate")).unwrap();
+        std::fs::create_dir_all(tree.join("srv/data/deep")).unwrap();
+        for i in 0..40 {
+            std::fs::write(
+                tree.join(format!("srv/data/file-{i}")),
+                format!("content {i}\n"),
+            )
+            .unwrap();
+        }
+        std::fs::write(tree.join("srv/data/deep/mode-only"), "same bytes\n").unwrap();
+        std::fs::write(tree.join("srv/data/deep/xattr-only"), "same bytes\n").unwrap();
+    });
+    let sd = LoopDisk::with(
+        64 << 20,
+        |image| {
+            let mut sfdisk = Command::new("sfdisk")
+                .arg("-q")
+                .arg(image)
+                .stdin(std::process::Stdio::piped())
+                .spawn()
+                .expect("sfdisk (fdisk) is required");
+            use std::io::Write;
+            sfdisk
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(b"label: dos\nlabel-id: 0x6c586e13\n8192,65536,c\n")
+                .unwrap();
+            assert!(sfdisk.wait().unwrap().success());
+        },
+        false,
+    );
+    SyncRig {
+        rig,
+        _sd: sd,
+        _turn: turn,
+    }
+}
+
+fn synced(output: &std::process::Output) -> Value {
+    assert_eq!(
+        exit_code(output),
+        0,
+        "sync failed:\n{}\n{}",
+        stdout(output),
+        stderr(output)
+    );
+    let value = json(output);
+    assert_eq!(value["schema"], "pimigrate.sync/1");
+    assert_eq!(value["result"], "synced");
+    assert_eq!(value["bootable"], true, "{value:#}");
+    value
+}
+
+fn record(rig: &MigrationRig) -> Value {
+    let bytes = std::fs::read(rig.state.path().join("standby.json")).unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+/// What rsync (the reference) would still change on the standby, but for
+/// what a sync changes there on purpose: its fstab (its own ids), its own
+/// record, and the boot files, which are on the shared boot partition, and
+/// what it leaves out as migrate does (the swap file, /tmp's contents).
+fn differences(tree: &Path, standby: &Path, checksum: bool) -> Vec<String> {
+    let flags = if checksum { "-naHAXc" } else { "-naHAX" };
+    let output = Command::new("rsync")
+        .args([flags, "--itemize-changes", "--numeric-ids", "--delete"])
+        .arg(format!("{}/", tree.display()))
+        .arg(format!("{}/", standby.display()))
+        .output()
+        .expect("rsync is needed to check the standby");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|line| {
+            let path = line.split_whitespace().last().unwrap_or("");
+            !(path.starts_with("boot/firmware/")
+                || path.starts_with("tmp/")
+                || [
+                    "etc/fstab",
+                    "var/swap",
+                    "var/lib/pimigrate/",
+                    "var/lib/pimigrate/standby.json",
+                    "lost+found/",
+                    "lost+found",
+                ]
+                .contains(&path))
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+fn root_start(first: &Value) -> u64 {
+    first["plan"]["layout"]["table"]["partitions"][0]["start_sector"]
+        .as_u64()
+        .unwrap()
+}
+
+#[test]
+fn a_first_sync_lays_out_and_copies_and_later_ones_carry_every_change_over() {
+    if !require_root("syncing to a loop device") {
+        return;
+    }
+    let SyncRig { rig, _sd, _turn } = setup();
+    let tree = rig.tree.path().to_path_buf();
+    let sd_cmdline = std::fs::read(rig.boot().join("cmdline.txt")).unwrap();
+
+    // First sync: a migration's layout (root only: the tree has no boot
+    // partition of its own) and a full copy.
+    let first = synced(&rig.run(&["--json", "sync", "--to", &rig.device, "--yes"], None));
+    let layout = &first["plan"]["layout"];
+    assert_eq!(layout["layout"], "root-only");
+    let partuuid = layout["table"]["partitions"][0]["partuuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let uuid = layout["filesystems"][0]["uuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        first["plan"]["comparison"],
+        "a first sync: everything is copied"
+    );
+    let checks: Vec<&str> = first["outcome"]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        checks,
+        [
+            "standby-fstab",
+            "standby-root",
+            "ids-unique",
+            "kernel",
+            "first-boot"
+        ]
+    );
+    let line = first["plan"]["boot_command_line"].as_str().unwrap();
+    assert!(
+        line.contains(&format!("root=PARTUUID={partuuid} ")),
+        "{line}"
+    );
+    assert_eq!(record(&rig)["state"], "complete");
+    assert_eq!(record(&rig)["bootable"], true);
+    // The running system's boot files are never written.
+    assert_eq!(
+        std::fs::read(rig.boot().join("cmdline.txt")).unwrap(),
+        sd_cmdline
+    );
+    let start = root_start(&first);
+    rig.inspect_partition(start, |mnt| {
+        assert_eq!(differences(&tree, mnt, true), Vec::<String>::new());
+        let fstab = std::fs::read_to_string(mnt.join("etc/fstab")).unwrap();
+        let source = std::fs::read_to_string(tree.join("etc/fstab")).unwrap();
+        // Byte for byte the running system's, but for its own root.
+        assert_eq!(
+            fstab,
+            source.replace("PARTUUID=6c586e13-02", &format!("PARTUUID={partuuid}"))
+        );
+        let own: Value = serde_json::from_slice(
+            &std::fs::read(mnt.join("var/lib/pimigrate/standby.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(own["state"], "complete");
+        assert_eq!(own["root"]["uuid"], uuid.as_str());
+    });
+
+    // Changes of every kind on the running root.
+    std::fs::write(tree.join("srv/data/file-1"), "changed, and longer\n").unwrap();
+    std::fs::write(tree.join("srv/data/new-file"), "new\n").unwrap();
+    std::fs::remove_file(tree.join("srv/data/file-2")).unwrap();
+    std::fs::hard_link(
+        tree.join("srv/data/file-3"),
+        tree.join("srv/data/deep/link-to-3"),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        tree.join("srv/data/deep/mode-only"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    let with_xattr = xattr::set(tree.join("srv/data/deep/xattr-only"), "user.tag", b"v").is_ok();
+    std::fs::rename(tree.join("srv/data/deep"), tree.join("srv/renamed-deep")).unwrap();
+    std::os::unix::fs::chown(tree.join("srv/data/file-4"), Some(1000), Some(1000)).unwrap();
+
+    let second = synced(&rig.run(&["--json", "sync", "--yes"], None));
+    assert_eq!(second["plan"]["standby"]["found_by"], "record");
+    assert!(
+        second["plan"]["layout"].is_null(),
+        "no layout the second time"
+    );
+    let comparison = second["plan"]["comparison"].as_str().unwrap();
+    assert!(
+        comparison.starts_with("entries changed since the last complete sync"),
+        "{comparison}"
+    );
+    // What changed: file-1, new-file, the renamed directory's mode-only and
+    // xattr-only (new names), etc/fstab (the standby's own differs from the
+    // source's every time, so it is copied and edited again), and
+    // link-to-3's data when the walker meets that name before file-3 (the
+    // order of a directory's entries is the filesystem's).
+    let copy = &second["outcome"]["copy"];
+    assert!(
+        copy["files"].as_u64().unwrap() <= 6,
+        "only what changed is copied: {copy}"
+    );
+    rig.inspect_partition(start, |mnt| {
+        assert_eq!(differences(&tree, mnt, true), Vec::<String>::new());
+        assert_eq!(
+            std::fs::metadata(mnt.join("srv/data/file-3"))
+                .unwrap()
+                .ino(),
+            std::fs::metadata(mnt.join("srv/renamed-deep/link-to-3"))
+                .unwrap()
+                .ino()
+        );
+        let mode = std::fs::metadata(mnt.join("srv/renamed-deep/mode-only"))
+            .unwrap()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        if with_xattr {
+            assert_eq!(
+                xattr::get(mnt.join("srv/renamed-deep/xattr-only"), "user.tag")
+                    .unwrap()
+                    .as_deref(),
+                Some(&b"v"[..])
+            );
+        }
+        assert!(!mnt.join("srv/data/deep").exists());
+    });
+
+    // `devices` shows it.
+    let devices = rig.run(&["devices", "--all"], None);
+    let text = stdout(&devices);
+    assert!(
+        text.contains(&format!(
+            "standby on {}: synced just now, bootable",
+            rig.device
+        )),
+        "{text}"
+    );
+
+    // A sync killed midway is marked incomplete, and the next completes it.
+    for i in 0..40 {
+        std::fs::write(
+            tree.join(format!("srv/data/file-{i}")),
+            format!("third round {i}\n"),
+        )
+        .ok();
+    }
+    let killed = rig.run(&["--json", "sync", "--yes"], Some("copy-file@5"));
+    assert_eq!(killed.status.code(), None, "killed by the fail point");
+    assert_eq!(record(&rig)["state"], "syncing");
+    let text = stdout(&rig.run(&["devices", "--all"], None));
+    assert!(text.contains("incomplete: a sync started"), "{text}");
+    let third = synced(&rig.run(&["--json", "sync", "--yes"], None));
+    // Its standby was mounted by the killed run: every entry is compared.
+    let comparison = third["plan"]["comparison"].as_str().unwrap();
+    assert!(
+        comparison.starts_with("every entry compared"),
+        "{comparison}"
+    );
+    assert_eq!(record(&rig)["state"], "complete");
+    rig.inspect_partition(start, |mnt| {
+        assert_eq!(differences(&tree, mnt, true), Vec::<String>::new());
+    });
+}
+
+#[test]
+fn without_a_standby_or_with_one_that_is_gone_sync_refuses_and_says_what_to_do() {
+    if !require_root("syncing to a loop device") {
+        return;
+    }
+    let SyncRig { rig, _sd, _turn } = setup();
+    let none = rig.run(&["--json", "sync", "--yes"], None);
+    assert_eq!(exit_code(&none), 3, "{}", stderr(&none));
+    assert_eq!(json(&none)["reasons"][0]["code"], "no-standby");
+    // A record of a standby that is not attached.
+    let gone = r#"{"schema":"pimigrate.standby/1","state":"complete","disk":"/dev/mmcblk0",
+        "serial":null,"model":null,"layout":"full","root":{"number":2,"partuuid":"0badc0de-02",
+        "uuid":null,"label":null},"boot":null,"started":1,"finished":2,"last_complete":1,
+        "stamp":null,"bootable":true,"checks":[],"boot_steps":[],"error":null}"#;
+    std::fs::write(rig.state.path().join("standby.json"), gone).unwrap();
+    let missing = rig.run(&["--json", "sync", "--yes"], None);
+    assert_eq!(exit_code(&missing), 3);
+    let reason = &json(&missing)["reasons"][0];
+    assert_eq!(reason["code"], "standby-missing");
+    assert!(
+        reason["hint"].as_str().unwrap().contains("--to"),
+        "{reason}"
+    );
+    // Nothing was written to the loop disk.
+    assert_first_mib_blank(&rig.image);
+}
+
+/// The timer's units, written into a fixture machine (`--sysroot`: no
+/// systemctl there), as systemd itself reads them.
+#[test]
+fn the_timer_units_have_a_full_path_and_the_journal_and_systemd_accepts_them() {
+    if !require_root("writing the timer's units") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("pi");
+    assert!(Command::new("cp")
+        .arg("-a")
+        .arg(fixture("pi4"))
+        .arg(&root)
+        .status()
+        .unwrap()
+        .success());
+    let run = |args: &[&str]| {
+        pimigrate()
+            .arg("--sysroot")
+            .arg(&root)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let installed = run(&["--json", "sync", "--install-timer", "daily", "--checksum"]);
+    assert_eq!(exit_code(&installed), 0, "{}", stderr(&installed));
+    assert_eq!(json(&installed)["result"], "timer-installed");
+    let units = root.join("etc/systemd/system");
+    let service = std::fs::read_to_string(units.join("pimigrate-sync.service")).unwrap();
+    let program = env!("CARGO_BIN_EXE_pimigrate");
+    assert!(
+        service.contains(&format!("\nExecStart={program} sync --yes --checksum\n")),
+        "{service}"
+    );
+    assert!(service.contains(
+        "\nEnvironment=PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
+    ));
+    assert!(service.contains("\nStandardOutput=journal\n"));
+    let timer = std::fs::read_to_string(units.join("pimigrate-sync.timer")).unwrap();
+    assert!(
+        timer.contains("\nOnCalendar=daily\nPersistent=true\n"),
+        "{timer}"
+    );
+    match pimigrate::tools::which("systemd-analyze") {
+        Some(analyze) => {
+            let verified = Command::new(analyze)
+                .arg("verify")
+                .arg(units.join("pimigrate-sync.service"))
+                .arg(units.join("pimigrate-sync.timer"))
+                .output()
+                .unwrap();
+            assert!(
+                verified.status.success() && verified.stderr.is_empty(),
+                "systemd-analyze verify: {}",
+                String::from_utf8_lossy(&verified.stderr)
+            );
+        }
+        None => assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "systemd-analyze (systemd) is needed in CI"
+        ),
+    }
+    let removed = run(&["--json", "sync", "--remove-timer"]);
+    assert_eq!(json(&removed)["result"], "timer-removed");
+    assert_eq!(json(&removed)["units"].as_array().unwrap().len(), 2);
+    assert!(!units.join("pimigrate-sync.timer").exists());
+    assert!(!units.join("pimigrate-sync.service").exists());
+}
+
+/// The Ansible role's sync tasks parse (ansible-playbook --syntax-check);
+/// the testbed's `ansible` scenario runs the role itself.
+#[test]
+fn the_ansible_role_with_its_sync_tasks_parses() {
+    let Some(playbook) = pimigrate::tools::which("ansible-playbook") else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "ansible-playbook (ansible-core) is needed in CI"
+        );
+        eprintln!("skipping: ansible-playbook is not installed");
+        return;
+    };
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/ansible");
+    let tasks = std::fs::read_to_string(dir.join("roles/pimigrate/tasks/main.yml")).unwrap();
+    assert!(
+        tasks.contains("'--install-timer', pimigrate_sync_timer"),
+        "{tasks}"
+    );
+    let output = Command::new(playbook)
+        .current_dir(&dir)
+        .args([
+            "--syntax-check",
+            "-i",
+            "inventory.example.ini",
+            "pimigrate.yml",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// An ext4 filesystem of its own, holding the standby's image: frozen
+/// (`fsfreeze`), it makes every write of the standby's loop device wait,
+/// as a card that stops answering does (this kernel has no device-mapper
+/// to suspend a device with).
+struct Carrier {
+    mount: tempfile::TempDir,
+    _disk: LoopDisk,
+}
+
+impl Carrier {
+    fn new() -> Carrier {
+        let disk = LoopDisk::new(3 << 30);
+        assert!(Command::new("mkfs.ext4")
+            .args(["-q", "-F", &disk.device])
+            .status()
+            .unwrap()
+            .success());
+        let mount = tempfile::tempdir_in("/var/tmp").unwrap();
+        assert!(Command::new("mount")
+            .arg(&disk.device)
+            .arg(mount.path())
+            .status()
+            .unwrap()
+            .success());
+        Carrier { mount, _disk: disk }
+    }
+
+    /// A frozen filesystem also holds up every `sync(2)` on the machine,
+    /// and a test killed while it is frozen would leave it so: a detached
+    /// process thaws it after 45 s whatever becomes of the test.
+    fn freeze(&self, freeze: bool) {
+        let flag = if freeze { "--freeze" } else { "--unfreeze" };
+        if freeze {
+            // --fork: setsid returns at once, its child sleeps on alone.
+            Command::new("setsid")
+                .args(["--fork", "sh", "-c", "sleep 45; fsfreeze --unfreeze \"$0\""])
+                .arg(self.mount.path())
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .expect("setsid (util-linux) is needed");
+        }
+        let status = Command::new("fsfreeze")
+            .arg(flag)
+            .arg(self.mount.path())
+            // Thawing what is not frozen (again, on drop) says so: fine.
+            .stderr(std::process::Stdio::null())
+            .status()
+            .expect("fsfreeze (util-linux) is needed");
+        assert!(status.success() || !freeze, "fsfreeze {flag}");
+    }
+}
+
+impl Drop for Carrier {
+    fn drop(&mut self) {
+        self.freeze(false);
+        let _ = Command::new("umount").arg(self.mount.path()).status();
+    }
+}
+
+#[test]
+fn a_standby_that_stops_answering_ends_the_sync_with_a_clear_error_and_the_next_completes_it() {
+    if !require_root("stalling a loop device") {
+        return;
+    }
+    let SyncRig { rig, _sd, _turn } = setup();
+    let carrier = Carrier::new();
+    let dir = tempfile::tempdir_in(carrier.mount.path()).unwrap();
+    let standby = LoopDisk::in_dir(dir, 1 << 30, |_| {}, false);
+    synced(&rig.run(&["--json", "sync", "--to", &standby.device, "--yes"], None));
+    std::fs::write(rig.tree.path().join("srv/data/file-7"), "changed\n").unwrap();
+
+    carrier.freeze(true);
+    let started = std::time::Instant::now();
+    let mut child = rig
+        .command(&["sync", "--yes", "--stall-timeout", "3"], None)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let mut said = Vec::new();
+    let error = loop {
+        match rx.recv_timeout(std::time::Duration::from_secs(40)) {
+            Ok(line) if line.contains("stopped answering") => break line,
+            Ok(line) => said.push(line),
+            Err(_) => {
+                carrier.freeze(false);
+                panic!("no stall error within 40 s; said: {said:#?}");
+            }
+        }
+    };
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(40),
+        "the stall took {:?} to be reported",
+        started.elapsed()
+    );
+    assert!(error.contains(&standby.device), "{error}");
+    assert!(error.contains("--stall-timeout 3"), "{error}");
+    let failed = record(&rig);
+    assert_eq!(failed["state"], "failed", "{failed:#}");
+    assert!(failed["error"]
+        .as_str()
+        .unwrap()
+        .contains("stopped answering"));
+    let text = stdout(&rig.run(&["devices", "--all"], None));
+    assert!(text.contains("incomplete: the sync"), "{text}");
+
+    // The card answers again: the stuck write returns, the process ends,
+    // and the next sync completes the standby.
+    carrier.freeze(false);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1));
+    let again = synced(&rig.run(&["--json", "sync", "--yes"], None));
+    assert_eq!(again["outcome"]["record"]["state"], "complete");
+    drop(standby);
+}
