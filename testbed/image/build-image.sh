@@ -72,6 +72,9 @@ debootstrap --variant=minbase --include="$include" --cache-dir="$cache/debs" \
 # Files the recipe copies in verbatim (agent, unit, initramfs config).
 copy_recipe_files "$here" "$root"
 chmod 0755 "$root/usr/local/sbin/testbed-agent"
+# Where the rpi-eeprom package installs the bootloader images: empty here,
+# the mount point on which tb-as-pi (testbed/pi-tools) shows the share's.
+mkdir -p "$root/usr/lib/firmware/raspberrypi"
 
 mount -t proc proc "$root/proc"
 mount -t sysfs sys "$root/sys"
@@ -149,8 +152,10 @@ make_sd() {
     log "making $img (boot at $bootdir, PARTUUID $sig)"
     rm -rf "$boot" && mkdir -p "$boot"
     cp "$work/kernel/vmlinuz" "$work/kernel/initrd.img" "$boot/"
-    sed "s/@SIG@/$sig/" "$here/boot/cmdline.txt" >"$boot/cmdline.txt"
-    cp "$here/boot/config.txt" "$boot/config.txt"
+    # Every file of boot/ (config.txt, start4.elf, ...), cmdline.txt with
+    # the disk's signature filled in.
+    cp "$here/boot/"* "$boot/"
+    sed -i "s/@SIG@/$sig/" "$boot/cmdline.txt"
 
     sed -e "s/@SIG@/$sig/g" -e "s#@BOOTDIR@#$bootdir#" "$here/fstab.in" >"$tree/etc/fstab"
     mkdir -p "$tree$bootdir"

@@ -10,6 +10,13 @@
 //! magic of 0 or `0xffff_ffff` (erased flash) ends the run. The official
 //! `rpi-eeprom-config` reads and writes the same layout; the tests check
 //! this reader against it on the real images in `testbed/data/rpi-eeprom`.
+//!
+//! Besides its files an image carries what `rpi-eeprom-update` reads with
+//! `strings`: `BUILD_TIMESTAMP=<unix time>` and `VERSION:<git hash>`; and
+//! the time it was last written (`rpi-eeprom-config --timestamp`): the
+//! `updatetime` file of the first 64 KiB (a Pi 5's read-only part) or,
+//! where there is none there (a Pi 4's), the image's last 8 bytes, each as
+//! the inverted time then the time, little-endian.
 
 use crate::sections::{self, Line};
 use anyhow::{bail, ensure, Context, Result};
@@ -25,6 +32,13 @@ const FILE_PREFIX_LEN: usize = FILE_NAME_LEN + 4;
 
 /// The file in an image that holds the bootloader's config.
 pub const BOOTCONF: &str = "bootconf.txt";
+
+/// The file that holds the time the image was written.
+const UPDATE_TIME: &str = "updatetime";
+
+/// The part of an image before its first partition: an `updatetime` file
+/// there is the one that counts.
+const READ_ONLY_SIZE: usize = 64 * 1024;
 
 /// One section of an image: where its contents start, how long they are,
 /// and a modifiable file's name.
@@ -90,12 +104,85 @@ impl Image {
 
     /// The image's config, `bootconf.txt`.
     pub fn bootconf(&self) -> Result<BootConf> {
+        Ok(BootConf::parse(&self.bootconf_text()?))
+    }
+
+    /// The text of the image's `bootconf.txt`.
+    pub fn bootconf_text(&self) -> Result<String> {
         let bytes = self
             .file(BOOTCONF)
             .with_context(|| format!("the bootloader image has no {BOOTCONF}"))?;
         let text = std::str::from_utf8(bytes)
             .with_context(|| format!("the image's {BOOTCONF} is not UTF-8"))?;
-        Ok(BootConf::parse(text))
+        Ok(text.to_string())
+    }
+
+    /// The whole image, as it would be written to the SPI flash.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// `BUILD_TIMESTAMP=`: when the bootloader was built (unix time), which
+    /// `rpi-eeprom-update` compares and the bootloader reports in
+    /// `/chosen/bootloader/build-timestamp`.
+    pub fn build_timestamp(&self) -> Result<u32> {
+        let digits = self
+            .after("BUILD_TIMESTAMP=")
+            .context("the bootloader image has no BUILD_TIMESTAMP")?;
+        let digits: String = digits
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .map(|&b| b as char)
+            .collect();
+        digits
+            .parse()
+            .with_context(|| format!("the image's BUILD_TIMESTAMP={digits} is not a unix time"))
+    }
+
+    /// The bootloader's git hash, as `vcgencmd bootloader_version` prints
+    /// it: the full 40 hex digits where the image holds them, else the
+    /// short `VERSION:` one.
+    pub fn version(&self) -> Result<String> {
+        let short: String = self
+            .after("VERSION:")
+            .context("the bootloader image has no VERSION")?
+            .iter()
+            .take_while(|b| b.is_ascii_hexdigit())
+            .map(|&b| b as char)
+            .collect();
+        let full = self
+            .bytes
+            .windows(40)
+            .find(|w| w.starts_with(short.as_bytes()) && w.iter().all(u8::is_ascii_hexdigit))
+            .map(|w| String::from_utf8_lossy(w).into_owned());
+        Ok(full.unwrap_or(short))
+    }
+
+    /// When the image was last written (`rpi-eeprom-config --timestamp`,
+    /// which `rpi-eeprom-update` sets), or None where it never was (erased
+    /// flash: the time reads `0xffffffff`).
+    pub fn update_time(&self) -> Option<u32> {
+        let stamp =
+            match self.sections.iter().find(|s| {
+                s.file_name.as_deref() == Some(UPDATE_TIME) && s.contents < READ_ONLY_SIZE
+            }) {
+                Some(s) => self
+                    .bytes
+                    .get(s.contents + FILE_PREFIX_LEN..s.contents + FILE_PREFIX_LEN + 8)?,
+                None => self.bytes.get(self.bytes.len().checked_sub(8)?..)?,
+            };
+        let le = |b: &[u8]| u32::from_le_bytes(b.try_into().expect("4 bytes"));
+        let (inverted, time) = (le(&stamp[..4]), le(&stamp[4..]));
+        (inverted == !time && time != u32::MAX).then_some(time)
+    }
+
+    /// The bytes after the first occurrence of `marker`.
+    fn after(&self, marker: &str) -> Option<&[u8]> {
+        let at = self
+            .bytes
+            .windows(marker.len())
+            .position(|w| w == marker.as_bytes())?;
+        Some(&self.bytes[at + marker.len()..])
     }
 }
 
@@ -122,6 +209,22 @@ impl Board {
         match self {
             Board::Pi4 => "pi4",
             Board::Pi5 => "pi5",
+        }
+    }
+
+    /// The size of its SPI flash, which every image for it has.
+    pub fn eeprom_size(self) -> usize {
+        match self {
+            Board::Pi4 => 512 * 1024,
+            Board::Pi5 => 2 * 1024 * 1024,
+        }
+    }
+
+    /// The chip's name in rpi-eeprom's folders (`bootloader-2711`).
+    pub fn chip(self) -> &'static str {
+        match self {
+            Board::Pi4 => "2711",
+            Board::Pi5 => "2712",
         }
     }
 }
@@ -201,9 +304,44 @@ pub enum BootMode {
     Other(u8),
 }
 
+impl BootMode {
+    /// The mode's BOOT_ORDER digit, which the bootloader also hands Linux
+    /// as `/chosen/bootloader/boot-mode` (1 SD card, 4 USB, 6 NVMe).
+    pub fn digit(self) -> u32 {
+        match self {
+            BootMode::SdCard => 1,
+            BootMode::Network => 2,
+            BootMode::UsbMassStorage => 4,
+            BootMode::Nvme => 6,
+            BootMode::Stop => 0xe,
+            BootMode::Restart => 0xf,
+            BootMode::Other(digit) => digit.into(),
+        }
+    }
+
+    /// How the documentation names the mode.
+    pub fn name(self) -> String {
+        match self {
+            BootMode::SdCard => "SD card".into(),
+            BootMode::Network => "network".into(),
+            BootMode::UsbMassStorage => "USB mass storage".into(),
+            BootMode::Nvme => "NVMe".into(),
+            BootMode::Stop => "stop".into(),
+            BootMode::Restart => "restart".into(),
+            BootMode::Other(digit) => format!("mode {digit:x}"),
+        }
+    }
+}
+
 /// BOOT_ORDER: hex digits read from the right, one boot mode each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BootOrder(pub u32);
+
+impl std::fmt::Display for BootOrder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:#x}", self.0)
+    }
+}
 
 impl BootOrder {
     /// Reads `0xf41` or `f41`.
@@ -362,6 +500,48 @@ mod tests {
         assert_eq!(names(&written), names(&original));
         for name in names(&original).iter().filter(|n| *n != BOOTCONF) {
             assert_eq!(written.file(name), original.file(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn the_images_build_time_and_version_read_as_rpi_eeprom_update_reads_them() {
+        // What `strings IMAGE | grep BUILD_TIMESTAMP` gives rpi-eeprom-update.
+        let pi4 = image(PI4_IMAGE);
+        assert_eq!(pi4.build_timestamp().unwrap(), 1_779_045_198);
+        assert_eq!(
+            pi4.version().unwrap(),
+            "224877da90f82a72dbcc9db10bcf059259f54680"
+        );
+        let pi5 = image(PI5_IMAGE);
+        assert_eq!(pi5.build_timestamp().unwrap(), 1_779_807_685);
+        assert!(pi5.version().unwrap().starts_with("086b83e3"));
+        // Fresh from the release: never written.
+        assert_eq!(pi4.update_time(), None);
+        assert_eq!(pi5.update_time(), None);
+    }
+
+    /// The update time the official tool stamps (`--timestamp`, as
+    /// rpi-eeprom-update does before it stages or flashes an image) reads
+    /// back: a Pi 5 image keeps it in its read-only `updatetime` file, a
+    /// Pi 4 image in its last 8 bytes.
+    #[test]
+    fn the_update_time_the_official_tool_stamps_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in [PI4_IMAGE, PI5_IMAGE] {
+            let out = dir.path().join("stamped.bin");
+            rpi_eeprom_config(&[
+                Path::new("--timestamp"),
+                Path::new("1760000000"),
+                Path::new("--out"),
+                &out,
+                &data().join(name),
+            ]);
+            let stamped = Image::parse(std::fs::read(&out).unwrap()).unwrap();
+            assert_eq!(stamped.update_time(), Some(1_760_000_000), "{name}");
+            assert_eq!(
+                stamped.build_timestamp().unwrap(),
+                image(name).build_timestamp().unwrap()
+            );
         }
     }
 

@@ -88,6 +88,35 @@ pub fn write(image: &Path, part: &Partition, path: &str, contents: &str) -> Resu
     Ok(())
 }
 
+/// Renames `from` to `to` on the FAT (both relative to its root),
+/// replacing a file already called `to`, as recovery.bin renames itself.
+pub fn rename(image: &Path, part: &Partition, from: &str, to: &str) -> Result<()> {
+    if exists(image, part, to)? {
+        remove(image, part, to)?;
+    }
+    let (from, to) = (
+        format!("::/{}", from.trim_start_matches('/')),
+        format!("::/{}", to.trim_start_matches('/')),
+    );
+    cmd::run(
+        mtools("mren")
+            .arg("-i")
+            .arg(target(image, part))
+            .arg(&from)
+            .arg(&to),
+    )
+    .with_context(|| format!("cannot rename {from} to {to} in {}", image.display()))?;
+    Ok(())
+}
+
+/// Deletes the file `path` from the FAT.
+pub fn remove(image: &Path, part: &Partition, path: &str) -> Result<()> {
+    let file = format!("::/{}", path.trim_start_matches('/'));
+    cmd::run(mtools("mdel").arg("-i").arg(target(image, part)).arg(&file))
+        .with_context(|| format!("cannot delete {file} from {}", image.display()))?;
+    Ok(())
+}
+
 fn tempfile_path(name: &str) -> std::path::PathBuf {
     let base = name.rsplit('/').next().unwrap_or("file");
     std::env::temp_dir().join(format!("pi-testbed-{}-{base}", std::process::id()))

@@ -53,3 +53,35 @@ pub fn ext4_ids(image: &Path, number: u32) -> Result<(String, String)> {
     };
     Ok((field("Filesystem UUID:"), field("Filesystem volume name:")))
 }
+
+/// The byte offsets, in the image, of every copy of the superblock of the
+/// ext4 in partition `number`: the primary 1024 bytes into the partition,
+/// and the backups dumpe2fs lists (at the start of their blocks), which
+/// e2fsck falls back on.
+pub fn ext4_superblocks(image: &Path, number: u32) -> Result<Vec<u64>> {
+    let part = partition_of(image, number)?;
+    let target = format!("{}?offset={}", image.display(), part.offset());
+    let out = cmd::stdout(Command::new("dumpe2fs").arg(&target)).with_context(|| {
+        format!(
+            "listing the superblocks of partition {number} of {}",
+            image.display()
+        )
+    })?;
+    let block_size: u64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("Block size:"))
+        .and_then(|v| v.trim().parse().ok())
+        .context("dumpe2fs printed no block size")?;
+    let mut offsets = vec![part.offset() + 1024];
+    for line in out.lines() {
+        if let Some(rest) = line.trim().strip_prefix("Backup superblock at ") {
+            let block: u64 = rest
+                .split(|c: char| !c.is_ascii_digit())
+                .next()
+                .and_then(|n| n.parse().ok())
+                .with_context(|| format!("dumpe2fs: {line}"))?;
+            offsets.push(part.offset() + block * block_size);
+        }
+    }
+    Ok(offsets)
+}

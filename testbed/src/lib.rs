@@ -26,13 +26,16 @@
 //! ```
 
 pub mod attach;
+pub mod bootloader;
 pub mod card_channel;
 pub mod cmd;
+pub mod device_tree;
 pub mod disks;
 pub mod eeprom;
 pub mod fat;
 pub mod fault;
 pub mod firmware;
+pub mod firmware_channel;
 pub mod fsck;
 pub mod image;
 pub mod inspect;
@@ -40,14 +43,18 @@ pub mod live;
 pub mod load;
 pub mod mbr;
 pub mod pi;
+pub mod pi_tools;
 pub mod power;
 pub mod profiles;
 pub mod qemu;
 pub mod qmp;
 pub mod raspi4b;
+pub mod recovery;
 pub mod scenarios;
 pub mod sections;
 pub mod share;
+#[cfg(test)]
+mod test_disks;
 
 pub use disks::{Bus, Disk};
 pub use image::ImageSet;

@@ -2,10 +2,10 @@
 //! and the boots, with every boot's serial console kept under
 //! `target/testbed-logs/<name>/`.
 
+use crate::bootloader::Bootloader;
 use crate::disks::{Bus, Disk};
-use crate::eeprom::BootConf;
 use crate::fault::{EmulationFault, FaultKind, Retry};
-use crate::firmware::{self, BootSpec};
+use crate::firmware::{self, BootRequest, BootSpec, Model};
 use crate::live::{free_port, Live};
 use crate::qemu::{self, BootRecord, Ending, MachineConfig, Running};
 use crate::qmp::{Unplug, SUN_PATH_MAX};
@@ -118,16 +118,19 @@ pub struct Pi {
     pub logs: PathBuf,
     pub config: MachineConfig,
     /// The Pi the firmware stand-in plays (config.txt sections, boot
-    /// order, tryboot, device tree).
-    pub model: firmware::Model,
-    /// The EEPROM bootloader's config (a Pi 4's; a Pi 3 has none), read
-    /// at every boot for its BOOT_ORDER.
-    pub eeprom: BootConf,
+    /// order, tryboot, device tree); [`Pi::play`] changes it.
+    model: Model,
     /// Longest a boot may take before QEMU is killed.
     pub boot_limit: Duration,
+    /// The EEPROM bootloader (a Pi 4's or 5's; a Pi 3 has none), kept
+    /// from boot to boot.
+    bootloader: Option<Bootloader>,
     disks: Vec<Disk>,
     share: Share,
     tryboot_next: bool,
+    /// How the last boot ended, which decides whether the next is a
+    /// reboot (a reboot order survives one) or a power-on.
+    last_ending: Option<Ending>,
     boots: u32,
 }
 
@@ -151,14 +154,73 @@ impl Pi {
             work,
             logs,
             config,
-            model: firmware::Model::Pi4B,
-            eeprom: BootConf::parse(firmware::PI4_BOOTCONF),
+            model: Model::Pi4B,
+            bootloader: Model::Pi4B.bootloader()?,
             boot_limit: Duration::from_secs(20 * 60),
             disks: Vec::new(),
             share,
             tryboot_next: false,
+            last_ending: None,
             boots: 0,
         })
+    }
+
+    /// Makes the x86 guest play `model` (a Pi 4 by default, or a Pi 5)
+    /// from its next boot: that model's config.txt section, device tree
+    /// and bootloader as it ships ([`Model::bootloader`]), which
+    /// [`Pi::bootloader_mut`] can then change. The raspi machines play
+    /// their own model only.
+    pub fn play(&mut self, model: Model) -> Result<&mut Pi> {
+        ensure!(
+            !self.config.board.is_raspi() || model == self.model,
+            "{}: QEMU's {:?} is a {:?}; only the x86 guest plays another model",
+            self.name,
+            self.config.board,
+            self.model
+        );
+        ensure!(
+            model != Model::Pi3B,
+            "{}: the x86 guest plays a Pi 4 or a Pi 5 (a Pi 3 is QEMU's raspi3b, Pi::raspi3b)",
+            self.name
+        );
+        self.model = model;
+        self.bootloader = model.bootloader()?;
+        Ok(self)
+    }
+
+    /// Puts Raspberry Pi OS's tools into the x86 guest's reach
+    /// ([`crate::pi_tools`]): `$TESTBED/pi/bin/tb-as-pi CMD` runs CMD as on
+    /// the Pi this one plays, with its device tree, the official
+    /// rpi-eeprom tools and the testbed's stand-ins of vcgencmd, vcmailbox,
+    /// rpi-eeprom-digest and flashrom. Nothing is on the job's PATH.
+    pub fn raspberry_pi_os_tools(&mut self) -> Result<&mut Pi> {
+        ensure!(
+            !self.config.board.is_raspi(),
+            "{}: Raspberry Pi OS's tools are the x86 guest's; QEMU's raspi machines have no share",
+            self.name
+        );
+        crate::pi_tools::place(&self.share)?;
+        Ok(self)
+    }
+
+    /// The Pi the firmware stand-in plays.
+    pub fn model(&self) -> Model {
+        self.model
+    }
+
+    /// The EEPROM bootloader as it stands between boots; None on a Pi 3.
+    pub fn bootloader(&self) -> Option<&Bootloader> {
+        self.bootloader.as_ref()
+    }
+
+    /// The EEPROM bootloader, to change before a boot: its config
+    /// (`set_config("[all]\nBOOT_ORDER=0xf41\n")`), its build time (an
+    /// old bootloader), a HAT+ on a Pi 5.
+    pub fn bootloader_mut(&mut self) -> Result<&mut Bootloader> {
+        let (name, model) = (&self.name, self.model);
+        self.bootloader
+            .as_mut()
+            .with_context(|| format!("{name}: a {model:?} has no EEPROM bootloader"))
     }
 
     /// A Raspberry Pi 3 Model B: QEMU's `raspi3b` with the Pi 3's
@@ -167,21 +229,22 @@ impl Pi {
     ///
     /// [`card_channel`]: crate::card_channel
     pub fn raspi3b(name: &str) -> Result<Pi> {
-        Pi::raspi(name, qemu::Board::Raspi3b, firmware::Model::Pi3B)
+        Pi::raspi(name, qemu::Board::Raspi3b, Model::Pi3B)
     }
 
     /// A Raspberry Pi 4 Model B: QEMU 10's `raspi4b` with the Pi 4's
     /// firmware stand-in (its section, its EEPROM boot order, tryboot),
     /// the command channel on the SD card.
     pub fn raspi4b(name: &str) -> Result<Pi> {
-        Pi::raspi(name, qemu::Board::Raspi4b, firmware::Model::Pi4B)
+        Pi::raspi(name, qemu::Board::Raspi4b, Model::Pi4B)
     }
 
-    fn raspi(name: &str, board: qemu::Board, model: firmware::Model) -> Result<Pi> {
+    fn raspi(name: &str, board: qemu::Board, model: Model) -> Result<Pi> {
         let mut pi = Pi::new(name)?;
         pi.config.board = board;
         pi.config.share = None;
         pi.model = model;
+        pi.bootloader = model.bootloader()?;
         Ok(pi)
     }
 
@@ -426,7 +489,7 @@ impl Pi {
                 );
                 continue;
             }
-            if !matches!(ending, Ending::Reboot | Ending::TrybootReboot) {
+            if !ending.restarted() {
                 break;
             }
         }
@@ -444,7 +507,10 @@ impl Pi {
     ) -> Result<Boot> {
         let (mut early_reboots, mut faults) = (0, 0);
         loop {
+            // What a boot the emulation spoilt is started with again.
             let tryboot = self.tryboot_next;
+            let last_ending = self.last_ending;
+            let reboot_order = self.bootloader.as_ref().and_then(Bootloader::reboot_order);
             let boot = match self
                 .boot_once(&mut until)
                 .and_then(|b| self.usb_disks_came_up(b))
@@ -459,12 +525,18 @@ impl Pi {
                             self.name
                         );
                         self.tryboot_next = tryboot;
+                        self.last_ending = last_ending;
+                        if let (Some(order), Some(bootloader)) =
+                            (reboot_order, self.bootloader.as_mut())
+                        {
+                            bootloader.set_reboot_order(order);
+                        }
                         continue;
                     }
                     _ => return Err(e),
                 },
             };
-            let rebooted = matches!(boot.record.ending, Ending::Reboot | Ending::TrybootReboot);
+            let rebooted = boot.record.ending.restarted();
             if !rebooted || self.share.started() {
                 return Ok(boot);
             }
@@ -524,25 +596,24 @@ impl Pi {
         let n = self.boots;
         // Like the real flag, the trial request is cleared before the
         // firmware acts on it: whatever happens now, the boot after is normal.
-        let tryboot = std::mem::take(&mut self.tryboot_next);
+        let request = BootRequest {
+            tryboot: std::mem::take(&mut self.tryboot_next),
+            after_reboot: self.last_ending.take().is_some_and(Ending::restarted),
+        };
         let spec = firmware::select(
             self.model,
-            &self.eeprom,
+            self.bootloader.as_mut(),
             &self.disks,
-            tryboot,
+            request,
             &self.work.join("firmware"),
         )
-        .with_context(|| {
-            format!(
-                "{}: the firmware found nothing to boot (boot {n})",
-                self.name
-            )
-        })?;
+        .with_context(|| format!("{}: the firmware did not start Linux (boot {n})", self.name))?;
         let serial = self.logs.join(format!("boot-{n:02}.serial.log"));
+        let notes: String = spec.notes.iter().map(|n| format!("{n}\n")).collect();
         fs::write(
             self.logs.join(format!("boot-{n:02}.firmware.txt")),
             format!(
-                "disk: {}\nconfig: {}\ntryboot: {}\ncmdline: {}\n",
+                "{notes}disk: {}\nconfig: {}\ntryboot: {}\ncmdline: {}\n",
                 spec.disk, spec.config_file, spec.tryboot, spec.cmdline
             ),
         )?;
@@ -557,6 +628,8 @@ impl Pi {
         let board = self.config.board;
         if board.is_raspi() {
             crate::card_channel::to_card(&self.share, &self.disks)?;
+        } else if let Some(bootloader) = &self.bootloader {
+            crate::firmware_channel::before_boot(&self.share, self.model, bootloader, &spec)?;
         }
         let running = Running::start(
             qemu::command(&self.config, &spec, &self.disks, &serial)?,
@@ -567,11 +640,14 @@ impl Pi {
         let record = running.wait(self.boot_limit, |console| until(&share, console))?;
         if board.is_raspi() {
             crate::card_channel::from_card(&self.share, &self.disks)?;
+        } else if let Some(bootloader) = self.bootloader.as_mut() {
+            crate::firmware_channel::after_boot(&self.share, bootloader)?;
         }
         crate::load::add_guest_cpu(&self.name, record.cpu);
         if record.ending == Ending::TrybootReboot {
             self.tryboot_next = true;
         }
+        self.last_ending = Some(record.ending);
         let job = self.share.output()?;
         if let Some(job) = &job {
             let base = self.logs.join(format!("boot-{n:02}"));

@@ -37,6 +37,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+/// What both guest agents print on the console once the job has exited.
+const JOB_ENDED: &str = "testbed-agent: job exited with status";
 /// Where a boot's command loses its power.
 #[derive(Debug, Clone)]
 pub enum CutAt {
@@ -149,8 +151,14 @@ impl PowerCuts {
     pub fn cut(&mut self, label: &str, prelude: &str, command: &str, at: CutAt) -> Result<CutBoot> {
         let job = cut_job(prelude, command, &at);
         eprintln!("testbed: {}: power cut \"{label}\" at {at:?}", self.name);
+        // A job that ended without getting there (its command failed, or
+        // a disk it needs did not come up) will not get there later: cut at
+        // once rather than at the boot's time limit, and let the checks
+        // below (or the emulation's fault handling) say what happened.
         let boot = self.pi.run_then_cut(&job, |_, console| {
-            said(console, "ready").is_some() || said(console, "missed").is_some()
+            said(console, "ready").is_some()
+                || said(console, "missed").is_some()
+                || console.contains(JOB_ENDED)
         })?;
         let console = boot.record.console();
         if let Some(missed) = said(&console, "missed") {

@@ -102,13 +102,29 @@ pub enum Ending {
     Reboot,
     /// `reboot "0 tryboot"`: the next boot is a trial boot.
     TrybootReboot,
+    /// The guest's kernel panicked and reset the machine (`panic=N`, or the
+    /// testbed's `panic=-1`): no shutdown, no trial flag, but no power
+    /// lost either, so the firmware starts again as after a reboot.
+    Reset,
     /// The harness killed QEMU: a simulated power cut, or a boot that ran
     /// past its time limit.
     Killed,
-    /// QEMU ended without a recognisable shutdown message (a kernel panic
-    /// with `panic=` or a QEMU error); see the serial log.
+    /// QEMU ended without a recognisable shutdown message (a QEMU error);
+    /// see the serial log.
     Unknown,
 }
+
+impl Ending {
+    /// Whether the machine restarted without losing power (a reboot, a
+    /// trial reboot, a panic's reset): the firmware runs again by itself.
+    pub fn restarted(self) -> bool {
+        matches!(self, Ending::Reboot | Ending::TrybootReboot | Ending::Reset)
+    }
+}
+
+/// What the kernel prints when it panics: with `panic=N` (N not 0) it
+/// then resets the machine, after "Rebooting in N seconds.." when N > 0.
+const PANIC: &str = "Kernel panic - not syncing";
 
 /// A finished boot.
 #[derive(Debug, Clone)]
@@ -129,7 +145,10 @@ impl BootRecord {
     }
 }
 
-/// What the kernel prints last, in order of precedence.
+/// What the kernel prints last, in order of precedence. A panic counts as
+/// a reset only when QEMU has ended by itself (`-no-reboot` turns the
+/// guest's reset into QEMU exiting): a kernel with `panic=0` hangs after
+/// the same words.
 pub fn classify(console: &str) -> Ending {
     if console.contains("reboot: Restarting system with command '0 tryboot'") {
         Ending::TrybootReboot
@@ -137,6 +156,8 @@ pub fn classify(console: &str) -> Ending {
         Ending::Reboot
     } else if console.contains("reboot: Power down") {
         Ending::PowerOff
+    } else if console.contains(PANIC) {
+        Ending::Reset
     } else {
         Ending::Unknown
     }
@@ -182,11 +203,12 @@ fn raspi_command(
     // The first UART is the PL011, the guest's ttyAMA0.
     boot_args(&mut c, spec, serial_log);
     c.arg("-dtb").arg(dtb);
-    // panic=-1 and mitigations=off as on the x86 guest (x86_command); the
-    // Pi's reboot goes through the SoC's watchdog, which QEMU turns into a
-    // reset, and -no-reboot into QEMU exiting.
+    // panic=-1 and mitigations=off before cmdline.txt's words, as on the
+    // x86 guest (x86_command); the Pi's reboot goes through the SoC's
+    // watchdog, which QEMU turns into a reset, and -no-reboot into QEMU
+    // exiting.
     c.arg("-append")
-        .arg(format!("{} panic=-1 mitigations=off", spec.cmdline));
+        .arg(format!("panic=-1 mitigations=off {}", spec.cmdline));
     for d in disks {
         c.args(d.raspi_args(cfg.io_engine)?);
     }
@@ -229,11 +251,14 @@ fn x86_command(cfg: &MachineConfig, spec: &BootSpec, disks: &[Disk], serial_log:
         &cfg.cpus.to_string(),
     ]);
     boot_args(&mut c, spec, serial_log);
-    // Words of the machine's own after cmdline.txt's, as a Pi's firmware
-    // adds its own (scenarios compare the start of /proc/cmdline with
-    // cmdline.txt):
-    // - panic=-1: a kernel panic reboots at once, which -no-reboot turns
-    //   into QEMU exiting, instead of hanging until the time limit.
+    // Words of the machine's own before cmdline.txt's, where a Pi's
+    // firmware puts its own, so that cmdline.txt's words win where they
+    // say the same (Linux and the initramfs take the last; scenarios
+    // compare the end of /proc/cmdline with cmdline.txt):
+    // - panic=-1: a kernel panic resets at once, which -no-reboot turns
+    //   into QEMU exiting (Ending::Reset), instead of hanging until the
+    //   time limit, as a Pi whose cmdline.txt names no panic= would; an
+    //   OS's own panic=N comes after it and counts.
     // - tsc=reliable: under TCG the two vCPUs' TSCs look unsynchronised, so
     //   the kernel falls back to the HPET, and every clock read (each I/O's
     //   accounting, every timestamp of a copy or a benchmark) becomes an
@@ -247,12 +272,12 @@ fn x86_command(cfg: &MachineConfig, spec: &BootSpec, disks: &[Disk], serial_log:
     // - testbed.net, only with a NIC: the image starts systemd-networkd and
     //   sshd only then (testbed/image/files/etc/systemd/system).
     let net = if cfg.ssh_port.is_some() {
-        " testbed.net"
+        "testbed.net "
     } else {
         ""
     };
     c.arg("-append").arg(format!(
-        "{} panic=-1 tsc=reliable mitigations=off{net}",
+        "panic=-1 tsc=reliable mitigations=off {net}{}",
         spec.cmdline
     ));
     c.args(disks::controller_args(disks));
@@ -383,8 +408,10 @@ impl Running {
             }
             // QEMU 7.2's raspi machines cannot power off: the guest halts
             // and QEMU runs on. Its console's last words say how it ended.
+            // A panic's reset ends QEMU by itself (the SoC's watchdog), and
+            // a kernel that panicked without resetting is left to hang.
             let ending = classify(&console);
-            if self.board.is_raspi() && ending != Ending::Unknown {
+            if self.board.is_raspi() && !matches!(ending, Ending::Unknown | Ending::Reset) {
                 let since = *last_words.get_or_insert_with(Instant::now);
                 if since.elapsed() > AFTER_LAST_WORDS {
                     self.kill()?;
@@ -682,6 +709,45 @@ mod tests {
         assert_eq!(crashed(std::process::ExitStatus::from_raw(1 << 8)), None);
     }
 
+    /// The stand-in's words come before cmdline.txt's, where a Pi's
+    /// firmware puts its own: an OS's `panic=10` is the last, so the one
+    /// Linux and the initramfs take; without one the testbed's panic=-1
+    /// holds.
+    #[test]
+    fn cmdline_txt_comes_last_so_its_panic_setting_wins() {
+        let spec = BootSpec {
+            disk: "sd".into(),
+            boot_mode: crate::eeprom::BootMode::SdCard,
+            partition: 1,
+            config_file: "config.txt".into(),
+            tryboot: false,
+            kernel: PathBuf::from("/k"),
+            initrd: None,
+            cmdline: "console=ttyS0 root=PARTUUID=6c586e13-02 rootwait panic=10".into(),
+            dtb: None,
+            notes: Vec::new(),
+        };
+        let cmd = command(
+            &MachineConfig::default(),
+            &spec,
+            &[],
+            Path::new("/tmp/boot-01.serial.log"),
+        )
+        .unwrap();
+        let args: Vec<String> = cmd
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let append = &args[args.iter().position(|a| a == "-append").unwrap() + 1];
+        assert!(append.starts_with("panic=-1 "), "{append}");
+        assert!(append.ends_with(&spec.cmdline), "{append}");
+        let panics: Vec<&str> = append
+            .split_whitespace()
+            .filter(|w| w.starts_with("panic="))
+            .collect();
+        assert_eq!(panics.last(), Some(&"panic=10"));
+    }
+
     #[test]
     fn recognises_the_endings() {
         assert_eq!(
@@ -696,6 +762,23 @@ mod tests {
             classify("[ 9.1] reboot: Restarting system with command '0 tryboot'\n"),
             Ending::TrybootReboot
         );
-        assert_eq!(classify("Kernel panic - not syncing"), Ending::Unknown);
+        // A panic with panic=10, and with the testbed's panic=-1 (no
+        // countdown): both reset the machine.
+        assert_eq!(
+            classify(
+                "[ 3.2] Kernel panic - not syncing: VFS: Unable to mount root fs on unknown-block(0,0)\n\
+                 [ 3.2] Rebooting in 10 seconds..\n"
+            ),
+            Ending::Reset
+        );
+        assert_eq!(
+            classify("[ 3.2] Kernel panic - not syncing: Attempted to kill init!\n"),
+            Ending::Reset
+        );
+        assert!(Ending::Reset.restarted() && !Ending::Killed.restarted());
+        assert_eq!(
+            classify("qemu: terminating on signal 15\n"),
+            Ending::Unknown
+        );
     }
 }

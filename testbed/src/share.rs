@@ -18,6 +18,12 @@ pub enum After {
     Tryboot,
     /// Stay up (for a person on the console, or a power cut).
     Stay,
+    /// Run `job/then.sh` ([`Share::set_then`]) once the job's output and
+    /// status are written, the share still mounted, and stay up: for a
+    /// program that reboots the Pi itself (`pimigrate migrate --reboot`),
+    /// which would cut the job short if the job ran it. Its output goes
+    /// to `out/then.log`.
+    Then,
 }
 
 impl After {
@@ -27,6 +33,7 @@ impl After {
             After::Reboot => "reboot",
             After::Tryboot => "tryboot",
             After::Stay => "stay",
+            After::Then => "then",
         }
     }
 }
@@ -79,6 +86,16 @@ impl Share {
         let after_file = self.dir.join("job/after");
         fs::write(&after_file, after.word())
             .with_context(|| format!("cannot write {}", after_file.display()))?;
+        Ok(())
+    }
+
+    /// What [`After::Then`] runs after the job (bash, `set -eu`, with the
+    /// job's environment).
+    pub fn set_then(&self, script: &str) -> Result<()> {
+        let then = self.dir.join("job/then.sh");
+        fs::write(&then, format!("#!/bin/bash\nset -eu\n{script}\n"))
+            .with_context(|| format!("cannot write {}", then.display()))?;
+        fs::set_permissions(&then, fs::Permissions::from_mode(0o755))?;
         Ok(())
     }
 

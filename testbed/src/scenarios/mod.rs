@@ -14,7 +14,7 @@ mod boot_sd;
 mod copy_debian_root;
 mod disk_speed;
 mod fleet;
-mod migrate_full;
+mod full_move;
 mod migrate_trial;
 mod pimigrate_bin;
 mod power_cut;
@@ -22,8 +22,8 @@ mod raspi;
 mod recommend;
 mod reference_migration;
 mod setup;
+mod sync_standby;
 mod trial_fails;
-mod tryboot;
 mod unplug_mid_copy;
 mod usb_boot;
 mod wizard_pty;
@@ -52,7 +52,7 @@ pub fn all() -> Vec<Scenario> {
     vec![
         Scenario {
             name: "pi3-root-only",
-            about: "Raspberry Pi 3 (raspi3b, arm64): migrate --no-trial to the USB disk behind dwc2, boot it, verify from the real device tree; the kernel's postinst hooks regenerate cmdline.txt and it still boots; rollback, the SD root boots, its boot files as before",
+            about: "Raspberry Pi 3 (raspi3b, arm64): devices --json names the model, USB boot after the OTP bit, the SD card on sdhost-bcm2835 as the source, the USB disk behind dwc2 as a candidate; migrate --no-trial to the USB disk behind dwc2, boot it, verify from the real device tree; the kernel's postinst hooks regenerate cmdline.txt and it still boots; rollback, the SD root boots, its boot files as before",
             run: raspi::pi3_root_only,
             alone: false,
             arm: true,
@@ -75,6 +75,20 @@ pub fn all() -> Vec<Scenario> {
             name: "power-cut-trial",
             about: "migrate --trial always to NVMe (GPT), the power cut while tryboot.txt is renamed into place: the SD boots, --resume finishes; trial boot on NVMe, the power cut right after verify --commit's swap: the next normal boot is on NVMe, where verify --commit finishes",
             run: migrate_trial::run,
+            alone: false,
+            arm: false,
+        },
+        Scenario {
+            name: "pi4-full-trial",
+            about: "a Pi 4 (the x86 guest with Raspberry Pi OS's bootloader tools): migrate --layout full --boot-order apply to a USB SSD, the SD card left in; recovery.bin writes the [tryboot] order at the next boot, migrate --resume --reboot starts the one-shot trial of the SSD, verify --commit stages the permanent order, the next normal boot is the SSD's with the card in; rollback puts the bootloader's config back and the SD card boots",
+            run: full_move::pi4,
+            alone: false,
+            arm: false,
+        },
+        Scenario {
+            name: "pi5-nvme-trial",
+            about: "a Pi 5 without a HAT+: migrate --layout full --boot-order apply to NVMe flashes PCIE_PROBE=1, the trial through set_reboot_order; with the new root broken on purpose the trial resets (panic=10) and the SD card boots, verify says it did not come up, nothing committed; mended, the trial commits BOOT_ORDER=0xf416 and a normal boot comes up on NVMe with the card in",
+            run: full_move::pi5,
             alone: false,
             arm: false,
         },
@@ -121,23 +135,9 @@ pub fn all() -> Vec<Scenario> {
             arm: false,
         },
         Scenario {
-            name: "migrate-full",
-            about: "pimigrate migrate --layout full to a USB SSD (MBR), SD card out: boots the SSD, root sda2",
-            run: migrate_full::run,
-            alone: false,
-            arm: false,
-        },
-        Scenario {
-            name: "pi3-devices",
-            about: "Raspberry Pi 3 (raspi3b, arm64): devices --json names the model, USB boot after the OTP bit, the SD card on sdhost-bcm2835 as the source, the USB disk behind dwc2 as a candidate",
-            run: raspi::pi3_devices,
-            alone: false,
-            arm: true,
-        },
-        Scenario {
-            name: "tryboot",
-            about: "reboot \"0 tryboot\" boots tryboot.txt once; a power cut then boots config.txt",
-            run: tryboot::run,
+            name: "sync-standby",
+            about: "after migrate --layout full the SD card is the standby: changes on the SSD's root synced to it (hard links, an xattr, a mode), a sync killed midway reported incomplete and completed, the SSD gone: the card boots with the changes and its own ids; the copies' throughput against the card's read",
+            run: sync_standby::run,
             alone: false,
             arm: false,
         },

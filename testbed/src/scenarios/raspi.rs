@@ -60,24 +60,18 @@ echo "dt_model=$(tr -d '\000' </proc/device-tree/model)"
 echo "machine=$(uname -m)"
 "#;
 
-/// `pi3-devices`: one boot from the SD card; `pimigrate devices --json`
-/// names the model, what a Pi 3 can boot from, the SD card as the source
-/// on the SoC's sdhost controller and the USB disk behind dwc2 as a
-/// candidate.
-pub fn pi3_devices(_: &ImageSet) -> Result<()> {
-    let Rig { mut pi, .. } = raspi("pi3-devices", Board::Raspi3b)?;
-    let job = format!(
-        "{PROBE}{MODEL_PROBE}\npimigrate devices --json >\"$TESTBED/out/devices.json\"\npimigrate devices\n"
-    );
-    let boot = pi.run(&job, After::PowerOff)?;
-    model_logged(&boot, PI3_MODEL)?;
-    let out = boot.job_ok()?;
-    let f = facts(&out.stdout);
-    expect_fact(&f, "dt_model", PI3_MODEL)?;
-    expect_fact(&f, "machine", "aarch64")?;
-    expect_fact(&f, "root", "/dev/mmcblk0p2")?;
-    expect_fact(&f, "boot_firmware", "/dev/mmcblk0p1")?;
+/// Before the move, in pi3-root-only's first boot: `pimigrate devices
+/// --json` into the share, flushed to the card (the boot ends in a power
+/// cut, and the card carries the share back).
+const DEVICES_JSON: &str = r#"
+pimigrate devices --json >"$TESTBED/out/devices.json"
+sync
+"#;
 
+/// The first boot's `devices --json`: the model, what a Pi 3 can boot
+/// from, the SD card as the source on the SoC's sdhost controller and the
+/// USB disk behind dwc2 as a candidate.
+fn devices_named(pi: &Pi) -> Result<()> {
     let path = pi.share().dir.join("out/devices.json");
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("the guest left no {}", path.display()))?;
@@ -200,12 +194,21 @@ fn migrate_cut_after_the_swap(
     sd: &Path,
     sd_boot: &Partition,
 ) -> Result<RootMove> {
-    cuts.cut(
+    let cut = cuts.cut(
         "the swap flushed",
-        &pimigrate_bin::find_disk(USB_SERIAL),
+        &format!("{}{DEVICES_JSON}", pimigrate_bin::find_disk(USB_SERIAL)),
         "pimigrate migrate --target \"$target\" --yes --no-trial",
         CutAt::Point("source-boot-written"),
     )?;
+    // What a Pi 3 is, read before the move: from its device tree by the
+    // kernel and by the arm64 pimigrate, its controllers and drivers.
+    model_logged(&cut.boot, PI3_MODEL)?;
+    ensure!(
+        cut.root == "/dev/mmcblk0p2",
+        "the first boot came up on {}, not the SD card's root",
+        cut.root
+    );
+    devices_named(&cuts.pi)?;
     cuts.require(Root::Target)?;
     let root_partuuid = cuts
         .plan_root_partuuid()?
@@ -293,11 +296,12 @@ echo "rootpart=$(grep '^ROOTPART=' /etc/default/raspi-firmware)"
     Ok(pi)
 }
 
-/// Job lines: the trial-boot flag as the firmware left it in the device
-/// tree (absent outside a trial boot).
+/// Job lines: the trial-boot flag and the boot mode as the firmware left
+/// them in the device tree (each byte of the cell, or `none`).
 const TRYBOOT_PROBE: &str = r#"
-flag=/proc/device-tree/chosen/bootloader/tryboot
-echo "dt_tryboot=$(if [ -e $flag ]; then od -An -tu1 $flag | tr -s ' ' | sed 's/^ //'; else echo none; fi)"
+dt_cell() { if [ -e "$1" ]; then od -An -tu1 "$1" | tr -s ' ' | sed 's/^ //'; else echo none; fi; }
+echo "dt_tryboot=$(dt_cell /proc/device-tree/chosen/bootloader/tryboot)"
+echo "dt_boot_mode=$(dt_cell /proc/device-tree/chosen/bootloader/boot-mode)"
 "#;
 
 /// `pi4-trial`: on a Pi 4 (QEMU 10's raspi4b) `migrate --trial always`
@@ -343,6 +347,8 @@ pub fn pi4_trial(_: &ImageSet) -> Result<()> {
     let f = facts(&out.stdout);
     expect_fact(&f, "dt_model", PI4_MODEL)?;
     expect_fact(&f, "dt_tryboot", "0 0 0 1")?;
+    // The firmware came from the SD card (boot mode 1), the root is USB.
+    expect_fact(&f, "dt_boot_mode", "0 0 0 1")?;
     expect_fact(&f, "root", &usb_root).with_context(|| out.stdout.clone())?;
     expect_fact(&f, "root_partuuid", &root_partuuid)?;
 
@@ -358,7 +364,7 @@ pub fn pi4_trial(_: &ImageSet) -> Result<()> {
     );
     let f = facts(&normal.job_ok()?.stdout);
     expect_fact(&f, "root", &usb_root)?;
-    expect_fact(&f, "dt_tryboot", "none")?;
+    expect_fact(&f, "dt_tryboot", "0 0 0 0")?;
     let cmdline = fat::read(&sd, &sd_boot, "cmdline.txt")?.context("no cmdline.txt")?;
     ensure!(
         cmdline.contains(&format!("root=PARTUUID={root_partuuid} ")),

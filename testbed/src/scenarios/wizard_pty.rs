@@ -76,6 +76,12 @@ sleep 20
 snap migrating
 wait_for "What to do next:" 1800
 snap done
+# The wizard offers to reboot; the scenario reboots from the host instead
+# (After::Reboot), once the job has told its facts.
+wait_for "Reboot now" 60
+snap reboot-question
+type_text n
+press Enter
 echo "status=$(wait_exit 60)"
 echo "cursor=$(cursor_left)"
 term_stop
@@ -174,6 +180,11 @@ fn wizard_migrates(pi: &mut Pi, ssd: &Path, find: &str, target: &str) -> Result<
         "the last screen does not show the next steps:\n{done}"
     );
     // The whole text, wrapped lines joined, for the wording.
+    let reboot = step(&screens, "2-migrate", "reboot-question")?;
+    ensure!(
+        reboot.contains("Reboot now"),
+        "the wizard did not offer to reboot:\n{reboot}"
+    );
     for words in [
         &format!("Done: the system is on {target}."),
         "  1. reboot: the SD card's boot partition now starts the new root",

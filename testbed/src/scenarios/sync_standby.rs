@@ -1,0 +1,261 @@
+//! `pimigrate sync` as its users need it: after a full move the SD card is
+//! the standby, kept in sync from the SSD, and it boots, with the changes
+//! and its own ids, when the SSD is gone. Three boots:
+//!
+//! 1. On the SD card: the card's sequential read (dd, O_DIRECT) measured,
+//!    `migrate --layout full --table mbr` to the USB SSD, then, caches
+//!    dropped, a full sync of the same root to a blank NVMe drive (`sync
+//!    --to --fresh`): both copies' throughput against that read, printed
+//!    and put into the time table (`PI_TESTBED_TIMES`).
+//! 2. On the SSD (BOOT_ORDER USB first, the SD card still in): files
+//!    changed, added, deleted, hard-linked, given an xattr, a mode changed
+//!    alone; `pimigrate sync --yes` finds the SD card by the journal,
+//!    copies, keeps its ids, and says it would boot; a second sync killed
+//!    at its 20th file leaves it `syncing`, which `devices` reports as
+//!    incomplete; the next sync completes it. From the host: the card's
+//!    cmdline.txt names its own root, no trial or EEPROM update file there.
+//! 3. The SSD gone: the firmware boots the SD card, root is its own
+//!    partition 2 with its own PARTUUID, every change is there, and
+//!    `devices` says the system runs from its standby copy.
+
+use super::pimigrate_bin::{self, IDS_UNIQUE, ROOT_PARTUUID};
+use super::setup::{fact, Rig, Setup};
+use super::{expect_fact, facts, PROBE};
+use crate::{fat, After, Bus, ImageSet};
+use anyhow::{ensure, Context, Result};
+use std::collections::BTreeMap;
+
+/// The SD card's own root PARTUUID (the bookworm image's disk signature).
+const SD_ROOT: &str = "6c586e13-02";
+
+/// Bytes dd reads from the card to measure its sequential read.
+const READ_BYTES: u64 = 256 << 20;
+
+pub fn run(images: &ImageSet) -> Result<()> {
+    let Rig {
+        mut pi,
+        sd,
+        sd_boot,
+        ..
+    } = Setup::new("sync-standby", &images.bookworm)
+        .usb_ssd()
+        .blank("nvme", Bus::Nvme, 8 << 30, "nvme")
+        .build()?;
+
+    let first = migrate_and_measure(&mut pi)?;
+    record_throughput(&first)?;
+
+    pi.detach("nvme")?;
+    pi.bootloader_mut()?.set_config("[all]\nBOOT_ORDER=0xf14\n");
+    sync_from_the_ssd(&mut pi)?;
+    let cmdline = fat::read(&sd, &sd_boot, "cmdline.txt")?
+        .context("the SD card's boot partition has no cmdline.txt")?;
+    ensure!(
+        cmdline.contains(&format!("root=PARTUUID={SD_ROOT} ")),
+        "the standby's cmdline.txt does not name its own root {SD_ROOT}: {cmdline:?}"
+    );
+    for name in ["tryboot.txt", "pieeprom.upd", "cmdline.pimigrate.txt"] {
+        ensure!(
+            fat::read(&sd, &sd_boot, name)?.is_none(),
+            "the standby's boot partition has {name}"
+        );
+    }
+
+    pi.detach("ssd")?;
+    boot_the_standby(&mut pi)
+}
+
+/// Boot 1: the card's read speed, the migration, a full sync.
+fn migrate_and_measure(pi: &mut crate::Pi) -> Result<BTreeMap<String, String>> {
+    let job = format!(
+        r#"{PROBE}{ssd}
+ssd=$target
+{nvme}
+nvme=$target
+# The card's sequential read in this boot, before anything cached it.
+echo "sd_read_seconds=$(dd if=/dev/mmcblk0p2 of=/dev/null bs=4M count={blocks} iflag=direct 2>&1 |
+    awk '/copied/ {{ for (i = 1; i <= NF; i++) if ($i == "s,") print $(i - 1) }}')"
+pimigrate migrate --target "$ssd" --yes --layout full --table mbr > "$TESTBED/out/migrate.txt" 2>&1 && st=0 || st=$?
+echo "migrate_status=$st"
+log=$(ls -t /var/log/pimigrate/migrate-*.log | head -1)
+# The first pass: from its step line to the second pass's, in the log's
+# elapsed seconds.
+echo "migrate_copy_seconds=$(awk '
+    {{ for (i = 1; i <= NF; i++) if ($i ~ /^[0-9.]+s$/) {{ t = $i + 0; break }} }}
+    /copying the root filesystem/ {{ a = t }} /second pass/ {{ b = t }}
+    END {{ print b - a }}' "$log")"
+echo "migrate_copy_bytes=$(jq .plan.copy.space.used_bytes /var/lib/pimigrate/migration.json)"
+sync; echo 3 > /proc/sys/vm/drop_caches
+pimigrate --json sync --to "$nvme" --fresh --yes --layout root-only > "$TESTBED/out/sync-full.json" 2> "$TESTBED/out/sync-full.err" && st=0 || st=$?
+echo "full_sync_status=$st"
+echo "full_sync_bytes=$(jq .outcome.copy.bytes "$TESTBED/out/sync-full.json")"
+echo "full_sync_seconds=$(jq .outcome.copy.seconds "$TESTBED/out/sync-full.json")"
+echo "full_sync_bootable=$(jq .bootable "$TESTBED/out/sync-full.json")"
+"#,
+        ssd = pimigrate_bin::find_disk("TB-SSD"),
+        nvme = pimigrate_bin::find_disk("TB-NVME"),
+        blocks = READ_BYTES >> 22,
+    );
+    let boot = pi.run(&job, After::PowerOff)?;
+    let out = boot.job_ok()?;
+    let f = facts(&out.stdout);
+    expect_fact(&f, "root", "/dev/mmcblk0p2")?;
+    expect_fact(&f, "migrate_status", "0").with_context(|| out.stdout.clone())?;
+    expect_fact(&f, "full_sync_status", "0").with_context(|| out.stdout.clone())?;
+    expect_fact(&f, "full_sync_bootable", "true")?;
+    Ok(f)
+}
+
+/// A number the job printed.
+fn number(f: &BTreeMap<String, String>, key: &str) -> Result<f64> {
+    let text = fact(f, key)?;
+    let value: f64 = text
+        .parse()
+        .with_context(|| format!("{key}={text} is not a number"))?;
+    ensure!(value > 0.0, "{key}={text}: nothing was measured");
+    Ok(value)
+}
+
+/// The migrate copy's and the full sync's throughput against the card's
+/// sequential read of the same boot: printed, and rows of the time table.
+fn record_throughput(f: &BTreeMap<String, String>) -> Result<()> {
+    let read = READ_BYTES as f64 / number(f, "sd_read_seconds")? / 1e6;
+    let migrate = number(f, "migrate_copy_bytes")? / number(f, "migrate_copy_seconds")? / 1e6;
+    let full = number(f, "full_sync_bytes")? / number(f, "full_sync_seconds")? / 1e6;
+    let rows = [("migrate's copy", migrate), ("a full sync's copy", full)];
+    let mut table = String::new();
+    for (what, speed) in rows {
+        let ratio = speed / read;
+        let line = format!(
+            "{ratio:.2} of the SD card's read ({speed:.1} / {read:.1} MB/s; the goal is 0.8)"
+        );
+        eprintln!("testbed: sync-standby: {what}: {line}");
+        table.push_str(&format!(
+            "    sync-standby: {what} against the SD card's sequential read, same boot\t-\t{line}\t-\n"
+        ));
+    }
+    if let Some(path) = std::env::var_os("PI_TESTBED_TIMES") {
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&path)
+            .and_then(|mut file| file.write_all(table.as_bytes()))
+            .with_context(|| format!("adding to the time table {path:?}"))?;
+    }
+    Ok(())
+}
+
+/// Boot 2: changes on the running root, a sync, a sync killed midway, the
+/// sync that completes it.
+fn sync_from_the_ssd(pi: &mut crate::Pi) -> Result<()> {
+    let job = format!(
+        r#"{PROBE}{ROOT_PARTUUID}
+set -u
+t=/srv/sync-test
+mkdir -p "$t/dir"
+echo "changed by the testbed" >> /etc/motd
+printf 'a new file\n' > "$t/new.txt"
+ln "$t/new.txt" "$t/dir/hard-link.txt"
+printf 'same bytes\n' > "$t/xattr.txt"
+setfattr -n user.pimigrate -v standby "$t/xattr.txt"
+chmod 0600 /etc/debian_version
+rm -f /etc/issue.net
+# The full move itself, before any sync: the SSD runs the system.
+pimigrate verify --no-bench > "$TESTBED/out/verify.txt" 2>&1 && st=0 || st=$?
+echo "verify_status=$st"
+pimigrate --json sync --yes > "$TESTBED/out/sync-1.json" 2> "$TESTBED/out/sync-1.err" && st=0 || st=$?
+echo "sync1_status=$st"
+echo "sync1_found_by=$(jq -r .plan.standby.found_by "$TESTBED/out/sync-1.json")"
+echo "sync1_layout=$(jq -r .plan.standby.layout "$TESTBED/out/sync-1.json")"
+echo "sync1_bootable=$(jq -r .bootable "$TESTBED/out/sync-1.json")"
+for i in $(seq 1 60); do head -c 65536 /dev/urandom > "$t/bulk-$i"; done
+# The job stops at a command that fails: the status is kept instead.
+PIMIGRATE_FAILPOINT=copy-file@20 pimigrate sync --yes > /dev/null 2>&1 && st=0 || st=$?
+echo "killed_status=$st"
+echo "after_kill=$(pimigrate --json devices | jq -r .standby.state)"
+pimigrate devices | grep -i standby > "$TESTBED/out/devices-after-kill.txt" || true
+pimigrate --json sync --yes > "$TESTBED/out/sync-2.json" 2> "$TESTBED/out/sync-2.err" && st=0 || st=$?
+echo "sync2_status=$st"
+echo "sync2_bootable=$(jq -r .bootable "$TESTBED/out/sync-2.json")"
+echo "after_sync=$(pimigrate --json devices | jq -r .standby.state)"
+echo "standby_line=$(pimigrate devices | grep 'standby on')"
+echo "new_sum=$(sha256sum < "$t/new.txt" | cut -c1-16)"
+{IDS_UNIQUE}
+"#
+    );
+    let boot = pi.run(&job, After::PowerOff)?;
+    ensure!(
+        boot.spec.disk == "ssd",
+        "BOOT_ORDER 0xf14 should boot the SSD: {:?}",
+        boot.spec
+    );
+    let out = boot.job_ok()?;
+    let f = facts(&out.stdout);
+    let say = || out.stdout.clone();
+    expect_fact(&f, "verify_status", "0").with_context(|| {
+        std::fs::read_to_string(pi.share().dir.join("out/verify.txt")).unwrap_or_default()
+    })?;
+    expect_fact(&f, "sync1_status", "0").with_context(say)?;
+    expect_fact(&f, "sync1_found_by", "journal")?;
+    expect_fact(&f, "sync1_layout", "full")?;
+    expect_fact(&f, "sync1_bootable", "true")?;
+    expect_fact(&f, "killed_status", "137").with_context(say)?;
+    expect_fact(&f, "after_kill", "syncing")?;
+    let devices = std::fs::read_to_string(pi.share().dir.join("out/devices-after-kill.txt"))
+        .unwrap_or_default();
+    ensure!(
+        devices.contains("incomplete"),
+        "devices after the killed sync: {devices:?}"
+    );
+    expect_fact(&f, "sync2_status", "0").with_context(say)?;
+    expect_fact(&f, "sync2_bootable", "true")?;
+    expect_fact(&f, "after_sync", "complete")?;
+    let line = fact(&f, "standby_line")?;
+    ensure!(
+        line.contains("/dev/mmcblk0: synced") && line.ends_with("bootable"),
+        "devices says: {line:?}"
+    );
+    ensure!(
+        fact(&f, "root_partuuid")? != SD_ROOT,
+        "the SSD's root carries the SD card's PARTUUID"
+    );
+    Ok(())
+}
+
+/// Boot 3: the SSD gone, the standby boots as the owner would boot it.
+fn boot_the_standby(pi: &mut crate::Pi) -> Result<()> {
+    let job = format!(
+        r#"{PROBE}{ROOT_PARTUUID}
+t=/srv/sync-test
+echo "new=$(cat "$t/new.txt")"
+echo "hard_linked=$([ "$(stat -c %i "$t/new.txt")" = "$(stat -c %i "$t/dir/hard-link.txt")" ] && echo yes || echo no)"
+echo "xattr=$(getfattr --only-values -n user.pimigrate "$t/xattr.txt")"
+echo "mode=$(stat -c %a /etc/debian_version)"
+echo "deleted=$([ -e /etc/issue.net ] && echo no || echo yes)"
+echo "motd=$(tail -1 /etc/motd)"
+echo "bulk=$(ls "$t" | grep -c '^bulk-')"
+echo "running_from_standby=$(pimigrate --json devices | jq -r .standby.running_from_standby)"
+"#
+    );
+    let boot = pi.run(&job, After::PowerOff)?;
+    ensure!(
+        boot.spec.disk == "sd",
+        "with the SSD gone the SD card should boot: {:?}",
+        boot.spec
+    );
+    let out = boot.job_ok()?;
+    let f = facts(&out.stdout);
+    expect_fact(&f, "root", "/dev/mmcblk0p2")?;
+    expect_fact(&f, "boot_firmware", "/dev/mmcblk0p1")?;
+    expect_fact(&f, "root_partuuid", SD_ROOT)?;
+    expect_fact(&f, "new", "a new file")?;
+    expect_fact(&f, "hard_linked", "yes")?;
+    expect_fact(&f, "xattr", "standby")?;
+    expect_fact(&f, "mode", "600")?;
+    expect_fact(&f, "deleted", "yes")?;
+    expect_fact(&f, "motd", "changed by the testbed")?;
+    expect_fact(&f, "bulk", "60")?;
+    expect_fact(&f, "running_from_standby", "true")?;
+    Ok(())
+}
