@@ -138,7 +138,7 @@ setup() {
         set -e
         ensure_packages mkfs.ext4=e2fsprogs losetup=mount mkfs.vfat=dosfstools mcopy=mtools sfdisk=fdisk \
             rsync=rsync setfacl=acl getfattr=attr setcap=libcap2-bin fio=fio tmux=tmux groff=groff-base \
-            objdump=binutils debootstrap=debootstrap unshare=util-linux python3=python3
+            objdump=binutils debootstrap=debootstrap unshare=util-linux python3=python3 lspci=pciutils
         [[ $mode == quick ]] || ensure_qemu_user
         [[ $mode == no-testbed ]] || testbed/run.sh --packages
     )

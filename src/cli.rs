@@ -2,7 +2,7 @@
 
 use crate::bench::engine::EngineKind;
 use crate::bench::suite::Preset;
-use crate::plan::{Layout, Options, TableChoice, TrialChoice};
+use crate::plan::{BootOrderChoice, HandoverChoice, Layout, Options, TableChoice, TrialChoice};
 use crate::wizard::{Benchmarks, Settings};
 use clap::builder::PossibleValue;
 use clap::ValueEnum;
@@ -86,6 +86,102 @@ pub enum Command {
     Verify(VerifyArgs),
     /// A guided migration that explains and asks (what `pimigrate` alone starts on a terminal).
     Wizard(WizardArgs),
+    /// Bring a standby copy of the running system up to date (the disk it was
+    /// migrated from, or --to DISK) and check that it would boot.
+    #[command(
+        after_help = "Exit codes: 0 synced and bootable, 1 error (the standby is marked incomplete), \
+                      3 refused, 5 synced but a check says it would not boot, 130 interrupted."
+    )]
+    Sync(SyncArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SyncArgs {
+    /// The standby disk (whole disk), instead of the recorded standby or the
+    /// disk the system was migrated from. A disk that is not a standby yet is
+    /// erased and laid out as a migration lays out its target.
+    #[arg(long, value_name = "DEV")]
+    pub to: Option<PathBuf>,
+
+    /// Lay the --to disk out anew even if it is a standby already (fresh ids;
+    /// erases it).
+    #[arg(long, requires = "to")]
+    pub fresh: bool,
+
+    /// A first sync's layout (default: what the running system has).
+    #[arg(long, value_enum)]
+    pub layout: Option<Layout>,
+
+    /// A first sync's partition table.
+    #[arg(long, value_enum)]
+    pub table: Option<TableChoice>,
+
+    /// Compare every file's contents on both sides, not only size, times,
+    /// owner and mode (reads both disks in full; slower).
+    #[arg(long)]
+    pub checksum: bool,
+
+    /// Leave this path (as on the running system) out of the copy; repeatable.
+    #[arg(long, value_name = "PATH")]
+    pub exclude: Vec<PathBuf>,
+
+    /// Do not ask (for timers and scripts). A first sync that erases a disk
+    /// still needs an explicit --to.
+    #[arg(long)]
+    pub yes: bool,
+
+    /// Show what the sync would do; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// End the sync with an error when the standby shows no progress for
+    /// this many seconds (a card that stops answering).
+    #[arg(long, value_name = "SECS", default_value_t = crate::sync::DEFAULT_STALL_TIMEOUT_SECS,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub stall_timeout: u64,
+
+    /// Write and start a systemd timer that runs `pimigrate sync --yes`:
+    /// daily, weekly, hourly or a calendar time such as '*-*-* 03:00'.
+    #[arg(long, value_name = "WHEN", conflicts_with_all = ["remove_timer", "to", "fresh", "dry_run"])]
+    pub install_timer: Option<String>,
+
+    /// Stop and remove that timer.
+    #[arg(long, conflicts_with_all = ["to", "fresh", "dry_run"])]
+    pub remove_timer: bool,
+
+    /// Seed for a first sync's random ids, to make a plan reproducible.
+    #[arg(long, value_name = "N", hide_short_help = true)]
+    pub seed: Option<u64>,
+}
+
+impl SyncArgs {
+    /// The flags as the sync planner takes them.
+    pub fn request(&self) -> crate::sync::plan::SyncRequest {
+        crate::sync::plan::SyncRequest {
+            to: self.to.clone(),
+            fresh: self.fresh,
+            layout: self.layout,
+            table: self.table,
+            checksum: self.checksum,
+            excludes: self.exclude.clone(),
+            seed: self.seed,
+        }
+    }
+
+    /// The flags the timer's service keeps (never a device name).
+    pub fn timer_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        if self.checksum {
+            args.push("--checksum".to_string());
+        }
+        for path in &self.exclude {
+            args.push(format!("--exclude={}", path.display()));
+        }
+        if self.stall_timeout != crate::sync::DEFAULT_STALL_TIMEOUT_SECS {
+            args.push(format!("--stall-timeout={}", self.stall_timeout));
+        }
+        args
+    }
 }
 
 #[derive(Debug, Args)]
@@ -149,6 +245,21 @@ pub struct WizardArgs {
     /// Change cmdline.txt directly, without a trial boot.
     #[arg(long)]
     pub no_trial: bool,
+
+    /// A full move: change the bootloader's config as the plan shows
+    /// (apply), or only show it (instead of asking; unattended: show).
+    #[arg(long, value_enum)]
+    pub boot_order: Option<BootOrderChoice>,
+
+    /// A full move: after the trial, keep the SD card in as the fallback
+    /// (boot-order) or take it out (remove-card), instead of asking.
+    #[arg(long, value_enum)]
+    pub handover: Option<HandoverChoice>,
+
+    /// Reboot once migrated (into the trial boot, when there is one),
+    /// instead of asking.
+    #[arg(long)]
+    pub reboot: bool,
 
     /// Ask nothing: open questions take their defaults and the target is
     /// erased without typing its name (needs --target).
@@ -233,9 +344,23 @@ pub struct PlanArgs {
     pub seed: Option<u64>,
 
     /// Boot the new root once on trial before it is permanent: auto (when the
-    /// firmware has tryboot: Pi 4, 400, CM4, Pi 5), always, or never.
+    /// firmware has tryboot: Pi 4, 400, CM4, Pi 5), always, never, or device
+    /// (a full move's one-shot boot of the new drive itself, or a refusal).
     #[arg(long, value_enum, default_value_t = TrialChoice::Auto)]
     pub trial: TrialChoice,
+
+    /// A full move's changes to the bootloader's config (the trial's boot
+    /// order, the permanent order, PCIE_PROBE): show them, or apply them
+    /// through the system's rpi-eeprom-config.
+    #[arg(long, value_enum, default_value_t = BootOrderChoice::Show)]
+    pub boot_order: BootOrderChoice,
+
+    /// What `verify --commit` does after a full move's trial: set the boot
+    /// order (the new drive first, the SD card as the fallback; needs
+    /// --boot-order apply) or say to take the SD card out. auto: the boot
+    /// order when it may be changed.
+    #[arg(long, value_enum, default_value_t = HandoverChoice::Auto)]
+    pub handover: HandoverChoice,
 
     /// Change cmdline.txt directly, without a trial boot (same as --trial never).
     #[arg(long, conflicts_with = "trial")]
@@ -413,6 +538,8 @@ impl PlanArgs {
                 self.trial
             },
             checksum: self.checksum,
+            boot_order: self.boot_order,
+            handover: self.handover,
         }
     }
 }
@@ -441,6 +568,9 @@ impl WizardArgs {
                 (_, true) => Some(TrialChoice::Never),
                 _ => None,
             },
+            boot_order: self.boot_order,
+            handover: self.handover,
+            reboot: self.reboot.then_some(true),
             yes: self.yes,
             seed: self.seed,
         }
@@ -502,7 +632,12 @@ impl ValueEnum for TableChoice {
 
 impl ValueEnum for TrialChoice {
     fn value_variants<'a>() -> &'a [Self] {
-        &[TrialChoice::Auto, TrialChoice::Always, TrialChoice::Never]
+        &[
+            TrialChoice::Auto,
+            TrialChoice::Always,
+            TrialChoice::Never,
+            TrialChoice::Device,
+        ]
     }
 
     fn to_possible_value(&self) -> Option<PossibleValue> {
@@ -516,6 +651,50 @@ impl ValueEnum for TrialChoice {
                 Some("Always (a firmware pimigrate cannot identify, such as the emulated Pi)"),
             ),
             TrialChoice::Never => value("never", Some("Never: change cmdline.txt directly")),
+            TrialChoice::Device => value(
+                "device",
+                Some("A full move's one-shot boot of the new drive itself (Pi 4 bootloader 2024-05-17+, Pi 5 2025-01-14+)"),
+            ),
+        }
+    }
+}
+
+impl ValueEnum for BootOrderChoice {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[BootOrderChoice::Show, BootOrderChoice::Apply]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        match self {
+            BootOrderChoice::Show => value("show", Some("Show the changes as diffs; make none")),
+            BootOrderChoice::Apply => value(
+                "apply",
+                Some("Make them through the system's rpi-eeprom-config (the old config is kept in the journal)"),
+            ),
+        }
+    }
+}
+
+impl ValueEnum for HandoverChoice {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[
+            HandoverChoice::Auto,
+            HandoverChoice::BootOrder,
+            HandoverChoice::RemoveCard,
+        ]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        match self {
+            HandoverChoice::Auto => value(
+                "auto",
+                Some("The boot order when --boot-order apply allows it, else taking the card out"),
+            ),
+            HandoverChoice::BootOrder => value(
+                "boot-order",
+                Some("BOOT_ORDER with the new drive first, the SD card as the fallback"),
+            ),
+            HandoverChoice::RemoveCard => value("remove-card", Some("Take the SD card out")),
         }
     }
 }

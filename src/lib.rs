@@ -17,6 +17,7 @@ pub mod plan;
 pub mod privilege;
 pub mod recommend;
 pub mod space;
+pub mod sync;
 pub mod sys64;
 pub mod system;
 pub mod tools;

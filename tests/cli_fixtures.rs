@@ -276,7 +276,22 @@ fn full_plan_moves_boot_too_and_leaves_the_sd_card_alone() {
     assert_eq!(removed.len(), 2);
     assert!(added[0].starts_with(&format!("PARTUUID={sig}-01  /boot/firmware")));
     assert!(added[1].starts_with(&format!("PARTUUID={sig}-02  /    ")));
+    // The SD card's cmdline.txt is never edited; its boot partition gets
+    // only the trial's own files (the fixture's bootloader date is unknown,
+    // so the trial starts the SD card's kernel with the new root).
     assert!(p["edits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["site"] == "source-boot")
+        .all(|e| e["output"] == "/cmdline.pimigrate.txt"));
+    assert_eq!(p["bootloader"]["trial"], "kernel-from-sd");
+    assert_eq!(p["trial_boot"]["site"], "source-boot");
+    let direct = plan(
+        "pi4",
+        &["--target", "/dev/sda", "--layout", "full", "--no-trial"],
+    );
+    assert!(direct["edits"]
         .as_array()
         .unwrap()
         .iter()
@@ -736,6 +751,11 @@ fn root_only_on_a_pi4_boots_the_new_root_on_trial_first() {
         forced["trial_boot"]["cmdline_file"],
         "/cmdline.pimigrate.txt"
     );
-    // A full move leaves the SD card alone: nothing to try.
-    assert!(plan("pi4", &["--target", "/dev/sda", "--layout", "full"])["trial_boot"].is_null());
+    // A full move has its trial too (tests/full_move_fixture.rs); without
+    // one it leaves the SD card alone.
+    assert!(plan(
+        "pi4",
+        &["--target", "/dev/sda", "--layout", "full", "--no-trial"]
+    )["trial_boot"]
+        .is_null());
 }

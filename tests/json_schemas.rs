@@ -109,6 +109,32 @@ fn migrate_verify_and_rollback() {
 }
 
 #[test]
+fn sync_plans_and_refusals() {
+    // A disk that is not a standby yet: the first sync's plan, dry.
+    let dry = on_fixture(
+        "pi4",
+        &[
+            "--json",
+            "sync",
+            "--dry-run",
+            "--to",
+            "/dev/sda",
+            "--seed",
+            "1",
+        ],
+    );
+    assert_eq!(schema_of(&dry, 0), "pimigrate.sync/1");
+    let value = json(&dry);
+    assert_eq!(value["result"], "dry-run");
+    assert_eq!(value["plan"]["standby"]["layout"], "full");
+    assert_eq!(value["plan"]["layout"]["schema"], "pimigrate.plan/1");
+    // No standby and no journal: refused, with the way out.
+    let refused = on_fixture("pi4", &["--json", "sync", "--dry-run"]);
+    assert_eq!(schema_of(&refused, 3), "pimigrate.refusal/1");
+    assert_eq!(json(&refused)["reasons"][0]["code"], "no-standby");
+}
+
+#[test]
 fn bench_and_recommend() {
     // A real (tiny) benchmark on this machine's disk: /var/tmp, not a tmpfs,
     // since the tests use O_DIRECT.

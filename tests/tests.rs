@@ -13,6 +13,7 @@ mod assets; // what the .deb installs
 mod boot_layouts; // distributions' boot layouts planned (issue #15)
 mod bootcfg_realworld; // boot files as real systems ship them
 mod cli_fixtures; // devices and plan on fixture sysfs trees
+mod full_move_fixture; // a full move's trial, boot order and hand-over planned
 mod json_schemas; // every --json document and its schema
 mod planner_lib; // planner refusals no fixture machine reaches
 mod recommend_fixture; // recommend from saved reports
@@ -28,6 +29,7 @@ mod migrate_host; // migrate and rollback on a loop-device SSD
 mod recommend_blank; // the blank-drive question on real loop devices
 mod root_first; // the binary as a normal user: sudo said first
 mod scan_live; // the source scan across mount points
+mod sync_host; // sync: first layout, incremental runs, a kill midway, refusals
 mod verify_bench_host; // before/after on real benchmark runs
 
 // In a terminal (tmux).

@@ -169,9 +169,35 @@ pub fn restore(writer: &BootWriter, journal: &Journal) -> Result<Vec<String>> {
 /// `pimigrate rollback`: with the state directory locked, the boot
 /// partition as it was before the migration, and the journal retired (to
 /// `migration.rolled-back.json`) so a new migration may start.
+///
+/// A full move's changes are the bootloader's config (put back first) and
+/// a trial's files on the SD card's boot partition, which is then mounted
+/// when the new drive runs.
 pub fn roll_back(host: &Host, journal: &Journal, state_dir: &Path) -> Result<Vec<String>> {
     let lock = StateLock::acquire(state_dir)?;
-    let restored = restore(&BootWriter::new(&lock, host, &journal.boot_dir), journal)?;
+    let full = journal.plan.layout == crate::plan::Layout::Full;
+    let system = full
+        .then(|| crate::system::System::inspect(host))
+        .transpose()?;
+    let mut restored = Vec::new();
+    if let (Some(before), Some(system)) = (&journal.bootloader_before, &system) {
+        restored.extend(super::bootloader::restore(system, journal, before)?);
+    }
+    let touched_sd_card = !journal.backups.is_empty() || !journal.created.is_empty();
+    match &system {
+        Some(system) if touched_sd_card => {
+            let sd_boot = super::sd_boot::SdBoot::open(system, journal)?;
+            restored.extend(restore(
+                &BootWriter::new(&lock, host, sd_boot.dir()),
+                journal,
+            )?);
+        }
+        Some(_) => {}
+        None => restored.extend(restore(
+            &BootWriter::new(&lock, host, &journal.boot_dir),
+            journal,
+        )?),
+    }
     let done = state_dir.join("migration.rolled-back.json");
     std::fs::rename(Journal::path(state_dir), &done)
         .with_context(|| format!("retiring the journal to {}", done.display()))?;

@@ -28,16 +28,10 @@ pub fn copy_root(
     (ctx.step)("second pass: files that changed during the copy");
     let stats = second_pass(source, target, &options, ctx.cancel, &progress)?;
     if !stats.errors.is_empty() {
-        let shown: Vec<String> = stats
-            .errors
-            .iter()
-            .take(ERRORS_SHOWN)
-            .map(|e| format!("  {e}"))
-            .collect();
         bail!(
             "{} entries could not be copied:\n{}\nthe source is unchanged; fix these and run `pimigrate migrate --resume`",
             stats.errors.len(),
-            shown.join("\n")
+            stats.errors_shown(ERRORS_SHOWN)
         );
     }
     Ok(stats)

@@ -6,11 +6,13 @@
 //! so an interruption at any point leaves a Pi that boots as before.
 
 use super::boot_partition::{BootWriter, StateLock};
+use super::bootloader;
 use super::journal::{Journal, Step};
 use super::log::MigrationLog;
 use super::loopparts::PartitionLoops;
 use super::mount::{bind_read_only, mount_device, Mounted};
 use super::reread::{reread_partition_table, wait_for_partitions, ReReadOutcome};
+use super::sd_boot::SdBoot;
 use super::{atomic, table, wipe};
 use crate::host::Host;
 use crate::plan::trial::{self, CONFIG_TXT};
@@ -126,6 +128,7 @@ fn apply_steps(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<
     let plan = journal.plan.clone();
     journal.save(&state_dir)?;
     check_identity(system, &plan.target)?;
+    remember_bootloader_config(&mut journal, &state_dir)?;
     ctx.check_cancel()?;
 
     let devices = partition_and_format(&plan, &mut journal, &state_dir, ctx)?;
@@ -157,6 +160,10 @@ fn apply_steps(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<
     if !journal.is_done(Step::TargetEdited) {
         (ctx.step)("editing fstab (and cmdline.txt) on the target");
         edit_target(&plan, &target_root, target_boot.as_ref())?;
+        if let Some(boot) = &target_boot {
+            write_target_trial(&plan, boot, system.pi.config_filter)?;
+            boot.sync()?;
+        }
         crate::failpoint::hit("after-target-edits");
         journal.mark(Step::TargetEdited, &state_dir)?;
     }
@@ -184,6 +191,28 @@ fn apply_steps(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<
     drop(devices);
     ctx.check_cancel()?;
 
+    if !journal.is_done(Step::BootloaderConfigured) {
+        if let Some(change) = plan
+            .bootloader
+            .as_ref()
+            .filter(|b| b.consent)
+            .and_then(|b| b.at_migrate.as_ref())
+        {
+            (ctx.step)(&format!(
+                "changing the bootloader's config through rpi-eeprom-config: {}",
+                change.purpose
+            ));
+            let sd_boot = SdBoot::open(system, &journal)?;
+            let said = bootloader::apply_config(&change.config, &host.path(sd_boot.dir()))?;
+            atomic::sync_filesystem(&host.path(sd_boot.dir()))?;
+            if let Some(log) = ctx.log {
+                log.block(&said);
+            }
+            crate::failpoint::hit("after-bootloader");
+        }
+        journal.mark(Step::BootloaderConfigured, &state_dir)?;
+    }
+
     if !journal.is_done(Step::SourceBootEdited) {
         if let Some(writes) = source_boot {
             (ctx.step)("updating the SD card's boot files (last, atomically, after a backup)");
@@ -199,8 +228,71 @@ fn apply_steps(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<
     Ok(journal)
 }
 
+/// Before the first write of a migration that changes the bootloader's
+/// config: its config now, in the journal (which travels to the new root),
+/// so `rollback` can put it back from either system. A config that changed
+/// since the plan was made is refused: the plan's diffs would lie.
+fn remember_bootloader_config(journal: &mut Journal, state_dir: &Path) -> Result<()> {
+    let Some(planned) = journal
+        .plan
+        .bootloader
+        .as_ref()
+        .filter(|b| b.changes().next().is_some())
+    else {
+        return Ok(());
+    };
+    if journal.bootloader_before.is_some() {
+        return Ok(());
+    }
+    let now = bootloader::read_config()?;
+    if !planned
+        .current
+        .as_deref()
+        .is_some_and(|planned| crate::bootcfg::eeprom::same_config(planned, &now))
+    {
+        bail!(
+            "the bootloader's config changed since the plan was made; nothing was written: make the plan again"
+        );
+    }
+    journal.bootloader_before = Some(now);
+    journal.save(state_dir)
+}
+
+/// A full move's one-shot boot of the new drive: tryboot.txt on its own
+/// boot partition (its config.txt, a copy of the SD card's, pointing at
+/// the trial's command line, which the edits wrote beside cmdline.txt).
+fn write_target_trial(plan: &Plan, boot: &Mounted, model: Option<&str>) -> Result<()> {
+    let Some(trial) = plan
+        .trial_boot
+        .as_ref()
+        .filter(|t| t.site == EditSite::TargetBoot)
+    else {
+        return Ok(());
+    };
+    let dir = boot.path();
+    let config_path = PartitionPath::known(CONFIG_TXT).under(dir);
+    let config = std::fs::read(&config_path)
+        .with_context(|| format!("reading {}", config_path.display()))?;
+    let mut read = |name: &str| -> std::io::Result<Option<Vec<u8>>> {
+        let file = PartitionPath::new(name)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?
+            .under(dir);
+        match std::fs::read(&file) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(err) => Err(err),
+        }
+    };
+    let tryboot = trial::tryboot_contents(&config, model, &mut read)?.bytes;
+    let file = trial.tryboot_file.under(dir);
+    if let Some(backup) = &trial.backup {
+        atomic::backup(&file, &backup.under(dir), atomic::BACKUP)?;
+    }
+    atomic::replace(&file, &tryboot, atomic::FILE)
+}
+
 /// Right before the first write: is the target still the disk the user saw?
-fn check_identity(system: &System, planned: &TargetIdentity) -> Result<()> {
+pub(crate) fn check_identity(system: &System, planned: &TargetIdentity) -> Result<()> {
     let now = System::inspect(&system.host).context("reading the disks again before writing")?;
     let Some(disk) = now.disks.iter().find(|d| d.devno == planned.devno) else {
         bail!("{} is gone; nothing was written", planned.path.display());
@@ -226,13 +318,13 @@ fn check_identity(system: &System, planned: &TargetIdentity) -> Result<()> {
 }
 
 /// Partition devices, from the kernel or attached by hand for a loop target.
-enum PartitionDevices {
+pub(crate) enum PartitionDevices {
     Kernel(Vec<PathBuf>),
     Loops(PartitionLoops),
 }
 
 impl PartitionDevices {
-    fn paths(&self) -> Vec<PathBuf> {
+    pub(crate) fn paths(&self) -> Vec<PathBuf> {
         match self {
             PartitionDevices::Kernel(paths) => paths.clone(),
             PartitionDevices::Loops(loops) => loops.devices().to_vec(),
@@ -336,7 +428,9 @@ fn partition_devices(plan: &Plan, reread: ReReadOutcome) -> Result<PartitionDevi
     })
 }
 
-fn partition_and_format(
+/// The table and the filesystems, each step journaled (also a first
+/// `pimigrate sync`'s layout of its standby).
+pub(crate) fn partition_and_format(
     plan: &Plan,
     journal: &mut Journal,
     state_dir: &Path,
@@ -469,7 +563,7 @@ fn prepare_source_boot(
     let current = sd_boot.read(&edit.file)?;
     let edited = edits::apply(&current, &edit.operations)?;
     let (backups, created, writes) = match &plan.trial_boot {
-        Some(trial) => {
+        Some(trial) if trial.site == EditSite::SourceBoot => {
             let config = sd_boot
                 .read(&PartitionPath::known(CONFIG_TXT))
                 .context("reading config.txt")?;
@@ -499,7 +593,7 @@ fn prepare_source_boot(
             ];
             (backups, created, writes)
         }
-        None => {
+        _ => {
             let backups = edit
                 .backup
                 .iter()

@@ -31,6 +31,9 @@ pub enum Step {
     BootFilesCopied,
     /// fstab (and a full move's cmdline.txt) edited on the target.
     TargetEdited,
+    /// A full move's change to the bootloader's config made (`--boot-order
+    /// apply`): staged for the next boot (Pi 4) or written (Pi 5).
+    BootloaderConfigured,
     /// The SD card's boot files changed (root-only): the last step.
     SourceBootEdited,
 }
@@ -51,6 +54,14 @@ pub struct Journal {
     /// When `verify --commit` made a trial boot permanent (Unix time).
     #[serde(default)]
     pub committed: Option<u64>,
+    /// The bootloader's config as it was before this migration changed it
+    /// (a full move with `--boot-order apply`), which `rollback` puts back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootloader_before: Option<String>,
+    /// When pimigrate rebooted into the trial boot (`migrate --reboot`, the
+    /// wizard): a normal boot after it means the trial did not come up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trial_requested: Option<u64>,
     pub started: u64,
     pub updated: u64,
 }
@@ -102,6 +113,8 @@ impl Journal {
             backups: BTreeMap::new(),
             created: Vec::new(),
             committed: None,
+            bootloader_before: None,
+            trial_requested: None,
             started: now(),
             updated: now(),
         }

@@ -6,7 +6,9 @@ use super::executor::{apply, ApplyContext};
 use super::journal::{Journal, Step};
 use super::log::MigrationLog;
 use crate::plan::render::{plan_text, Detail, Purpose};
-use crate::plan::{Layout, PartitionRole, Plan};
+use crate::plan::{
+    BootloaderPlan, EepromTakesEffect, Handover, Layout, PartitionRole, Plan, TrialRoute,
+};
 use crate::system::System;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
@@ -257,36 +259,59 @@ fn copy_bar(total: u64) -> indicatif::ProgressBar {
 /// worked.
 pub fn next_steps(plan: &Plan, purpose: Purpose) -> Vec<String> {
     let wizard = purpose == Purpose::Wizard;
+    let rerun = if wizard {
+        ""
+    } else {
+        " (or rerun with --reboot)"
+    };
     let mut steps = Vec::new();
     let mut checked = false;
-    match (plan.layout, &plan.trial_boot) {
-        (Layout::RootOnly, Some(_)) => {
+    let device_trial = plan
+        .bootloader
+        .as_ref()
+        .filter(|b| b.trial == Some(TrialRoute::Device));
+    match (plan.layout, &plan.trial_boot, device_trial) {
+        (Layout::Full, Some(_), Some(bootloader)) => {
             checked = true;
+            steps.extend(device_trial_steps(bootloader, rerun));
+            steps.push(handover_step(bootloader));
+        }
+        (_, Some(_), _) => {
+            checked = true;
+            let what = match plan.layout {
+                Layout::RootOnly => "the new root",
+                Layout::Full => "the SD card's kernel with the new drive's root",
+            };
             steps.push(format!(
-                "reboot once into the new root on trial: sudo reboot \"0 tryboot\"{}",
-                if wizard {
-                    ""
-                } else {
-                    " (or rerun with --reboot)"
-                }
+                "reboot once into {what} on trial: sudo reboot \"0 tryboot\"{rerun}"
             ));
             steps.push("if it does not come up, power-cycle: the SD card boots as before".into());
-            steps.push(
-                "once it runs from the new disk, make it permanent: sudo pimigrate verify --commit"
-                    .into(),
-            );
+            match &plan.bootloader {
+                Some(bootloader) => steps.push(handover_step(bootloader)),
+                None => steps.push(
+                    "once it runs from the new disk, make it permanent: sudo pimigrate verify --commit"
+                        .into(),
+                ),
+            }
         }
-        (Layout::RootOnly, None) => {
+        (Layout::RootOnly, None, _) => {
             steps.push("reboot: the SD card's boot partition now starts the new root (the SD card stays in)".into());
         }
-        (Layout::Full, _) => {
-            if let Some(order) = &plan.boot_order {
-                steps.push(order.message.clone());
+        (Layout::Full, None, _) => match plan.bootloader.as_ref().filter(|b| b.consent) {
+            Some(bootloader) if bootloader.at_migrate.is_some() => steps.push(format!(
+                "reboot: {}; the SD card stays the fallback",
+                applied_at_reboot(bootloader, "the new drive")
+            )),
+            _ => {
+                if let Some(order) = &plan.boot_order {
+                    steps.push(order.message.clone());
+                }
+                steps.push(
+                    "shut down, take the SD card out (or keep it as a fallback), and power on"
+                        .into(),
+                );
             }
-            steps.push(
-                "shut down, take the SD card out (or keep it as a fallback), and power on".into(),
-            );
-        }
+        },
     }
     if wizard && !checked {
         steps.push(
@@ -300,11 +325,132 @@ pub fn next_steps(plan: &Plan, purpose: Purpose) -> Vec<String> {
     steps
 }
 
-/// `--reboot`: into the trial boot when there is one.
-pub fn reboot(plan: &Plan) -> Result<()> {
+/// How a change the migration made to the bootloader's config takes
+/// effect, then starts `then`.
+fn applied_at_reboot(bootloader: &BootloaderPlan, then: &str) -> String {
+    match bootloader.takes_effect {
+        EepromTakesEffect::NextReboot => format!(
+            "the bootloader writes its new config at this reboot (recovery.bin, from the SD card) and then starts {then}"
+        ),
+        EepromTakesEffect::AtOnce => format!("the bootloader already has its new config and starts {then}"),
+    }
+}
+
+/// A full move's one-shot boot of the new drive, step by step.
+fn device_trial_steps(bootloader: &BootloaderPlan, rerun: &str) -> Vec<String> {
+    let mut steps = Vec::new();
+    let staged = bootloader.takes_effect == EepromTakesEffect::NextReboot
+        && bootloader.consent
+        && bootloader.at_migrate.is_some();
+    if staged {
+        steps.push(
+            "reboot once: the bootloader writes its new config (recovery.bin, from the SD card) and starts \
+             the SD card as before: sudo reboot"
+                .into(),
+        );
+        steps.push(format!(
+            "then boot the new drive once, on trial: sudo pimigrate migrate --resume --reboot{}",
+            if rerun.is_empty() {
+                ""
+            } else {
+                " (--reboot does this first reboot for you)"
+            }
+        ));
+    } else {
+        steps.push(format!(
+            "boot the new drive once, on trial: sudo pimigrate migrate --resume --reboot{rerun}"
+        ));
+    }
+    steps.push(format!(
+        "if it does not come up, it resets after {} s (or power-cycle it): the SD card boots as before",
+        crate::plan::bootloader::TRIAL_PANIC_SECONDS
+    ));
+    steps
+}
+
+/// What `verify --commit` hands over.
+fn handover_step(bootloader: &BootloaderPlan) -> String {
+    match (bootloader.handover, bootloader.at_commit.as_ref()) {
+        (Handover::BootOrder, Some(change)) => format!(
+            "once it runs from the new drive: sudo pimigrate verify --commit, which sets {}",
+            change.purpose
+        ),
+        (Handover::BootOrder, None) => {
+            "once it runs from the new drive: sudo pimigrate verify --commit \
+             (the boot order already starts it first)"
+                .into()
+        }
+        (Handover::RemoveCard, _) => {
+            "once it runs from the new drive: sudo pimigrate verify --commit, \
+             then shut down, take the SD card out and power on"
+                .into()
+        }
+    }
+}
+
+/// How `--reboot` restarts the Pi.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RebootInto {
+    /// `reboot "0 tryboot"` (after the Pi 5's one-shot boot order): the trial.
+    Trial,
+    /// A plain reboot: no trial pending, or a Pi 4 bootloader that must
+    /// first write the config the trial needs.
+    Normal,
+}
+
+/// Which reboot `--reboot` makes now, for a migration in `journal`.
+pub fn reboot_into(journal: &Journal) -> Result<RebootInto> {
+    let plan = &journal.plan;
+    if plan.trial_boot.is_none() || journal.committed.is_some() {
+        return Ok(RebootInto::Normal);
+    }
+    let Some(bootloader) = plan
+        .bootloader
+        .as_ref()
+        .filter(|b| b.trial == Some(TrialRoute::Device))
+    else {
+        return Ok(RebootInto::Trial);
+    };
+    if bootloader.takes_effect == EepromTakesEffect::AtOnce || bootloader.at_migrate.is_none() {
+        return Ok(RebootInto::Trial);
+    }
+    // The Pi 4's [tryboot] order is in the running config once recovery.bin
+    // wrote it; until then a trial reboot would not reach the new drive.
+    let running = super::bootloader::read_config()?;
+    let board = plan
+        .pi
+        .model
+        .as_deref()
+        .and_then(crate::system::pi::config_filter);
+    let trial_order = crate::bootcfg::EepromConfig::parse(running.as_bytes())
+        .ok()
+        .and_then(|config| config.boot_order(board, true).ok());
+    Ok(
+        match trial_order == Some(crate::bootcfg::BootOrder::trial(bootloader.target_mode)) {
+            true => RebootInto::Trial,
+            false => RebootInto::Normal,
+        },
+    )
+}
+
+/// `--reboot`, as [`reboot_into`] decided: into the trial boot (a Pi 5's
+/// one-shot boot order set first), or a plain reboot. A trial reboot is recorded in the journal, so a normal boot
+/// after it tells `verify` the trial did not come up.
+pub fn reboot(journal: &mut Journal, state_dir: &Path, into: RebootInto) -> Result<()> {
     let mut command = std::process::Command::new("systemctl");
     command.arg("reboot");
-    if plan.trial_boot.is_some() {
+    if into == RebootInto::Trial {
+        if let Some(order) = journal
+            .plan
+            .bootloader
+            .as_ref()
+            .and_then(|b| b.reboot_order.as_deref())
+        {
+            super::bootloader::set_reboot_order(order)?;
+        }
+        let _lock = super::boot_partition::StateLock::acquire(state_dir)?;
+        journal.trial_requested = Some(super::journal::now());
+        journal.save(state_dir)?;
         command.arg("0 tryboot");
     }
     let status = command.status().context("running systemctl reboot")?;

@@ -6,6 +6,7 @@
 
 pub mod atomic;
 pub mod boot_partition;
+pub mod bootloader;
 pub mod copy_root;
 pub mod executor;
 pub mod journal;
@@ -15,5 +16,6 @@ pub mod migration;
 pub mod mount;
 pub mod render;
 pub mod reread;
+pub mod sd_boot;
 pub mod table;
 pub mod wipe;

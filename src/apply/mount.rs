@@ -205,6 +205,13 @@ pub fn clean_up_stale_mounts() -> Result<Vec<PathBuf>> {
     Ok(cleaned)
 }
 
+/// A mount point pimigrate made under [`RUN_DIR`] for a run that is gone
+/// (killed, or ended by a stalled disk): the next run unmounts it
+/// ([`clean_up_stale_mounts`]), so it does not count as the disk in use.
+pub fn is_stale(point: &Path) -> bool {
+    point.parent() == Some(Path::new(RUN_DIR)) && owner_is_gone(point)
+}
+
 fn owner_is_gone(point: &Path) -> bool {
     let name = point
         .file_name()

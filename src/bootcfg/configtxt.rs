@@ -602,6 +602,70 @@ impl ConfigTxt {
         Ok(())
     }
 
+    /// The value of any `key` (not only the boot keys [`BootSettings`]
+    /// reports) in effect for `ctx`: its last line whose filters certainly
+    /// apply. `include` lines are not followed; lines under filters that
+    /// cannot be evaluated are passed over. Used for the bootloader's EEPROM
+    /// config, which shares this syntax and has no includes.
+    pub fn value(&self, wanted: &str, ctx: &FilterContext) -> Option<String> {
+        let mut state = FilterState::default();
+        let mut found = None;
+        for line in &self.lines {
+            match &line.kind {
+                LineKind::Filter(filter) => state.apply(filter),
+                LineKind::Setting { key, value, .. }
+                    if key == wanted && state.evaluate(ctx) == Applies::Yes =>
+                {
+                    found = Some(value.clone());
+                }
+                _ => {}
+            }
+        }
+        found
+    }
+
+    /// Sets `key` to `value` under the filter `[section]` alone (such as
+    /// `[tryboot]`): replaces the value of the last line for `key` under
+    /// exactly that filter, or appends the setting at the end, after
+    /// `[section]` (and `[all]` first, when the file ends under other
+    /// filters, which would otherwise combine with it).
+    pub fn try_set_in_section(
+        &mut self,
+        section: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<(), ConfigTxtError> {
+        check_setting(key, value)?;
+        let filter = Filter::parse(section);
+        let only = |state: &FilterState| {
+            !state.none && state.active.len() == 1 && state.active.values().any(|f| *f == filter)
+        };
+        let mut state = FilterState::default();
+        let mut last_for_key = None;
+        for (index, line) in self.lines.iter().enumerate() {
+            match &line.kind {
+                LineKind::Filter(f) => state.apply(f),
+                LineKind::Setting { key: k, .. } if k == key && only(&state) => {
+                    last_for_key = Some(index)
+                }
+                _ => {}
+            }
+        }
+        if let Some(index) = last_for_key {
+            self.replace_value(index, value);
+            return Ok(());
+        }
+        let mut header = Vec::new();
+        if !only(&state) {
+            if !state.is_unconditional() {
+                header.push("[all]".to_string());
+            }
+            header.push(format!("[{section}]"));
+        }
+        self.append_lines(header, key, value);
+        Ok(())
+    }
+
     /// The file's bytes: the original with only the edits applied.
     pub fn to_bytes(&self) -> Vec<u8> {
         let raw: Vec<RawLine> = self.lines.iter().map(|line| line.raw.clone()).collect();
@@ -653,6 +717,16 @@ impl ConfigTxt {
     }
 
     fn append_setting_after(&mut self, key: &str, value: &str, all_first: bool) {
+        let header = if all_first {
+            vec!["[all]".to_string()]
+        } else {
+            Vec::new()
+        };
+        self.append_lines(header, key, value);
+    }
+
+    /// Appends the filter lines `header`, then `key` set to `value`.
+    fn append_lines(&mut self, header: Vec<String>, key: &str, value: &str) {
         let raw_lines: Vec<RawLine> = self.lines.iter().map(|l| l.raw.clone()).collect();
         let ending = preferred_ending(&raw_lines);
         let last_ending = match self.lines.last_mut() {
@@ -663,10 +737,7 @@ impl ConfigTxt {
             }
             _ => ending,
         };
-        let mut new_lines = Vec::new();
-        if all_first {
-            new_lines.push("[all]".to_string());
-        }
+        let mut new_lines = header;
         let separator = if SPACE_SEPARATED_KEYS.contains(&key) {
             " "
         } else {

@@ -16,6 +16,7 @@
 //! - [`configtxt`] evaluates the firmware's `config.txt` / `tryboot.txt` filters.
 //! - [`firstboot`] recognises first-boot hooks on a command line.
 //! - [`noroot`] recognises systems without a root partition (squashfs, RAM).
+//! - [`eeprom`] reads and edits the bootloader's EEPROM config (`BOOT_ORDER`, `[tryboot]`).
 //! - [`defaults`] reads and edits `/etc/default/` settings (raspi-firmware's `ROOTPART=`).
 //! - [`diff`] shows an edit as a unified diff, for plans and dry runs.
 
@@ -23,6 +24,7 @@ pub mod cmdline;
 pub mod configtxt;
 pub mod defaults;
 pub mod diff;
+pub mod eeprom;
 pub mod firstboot;
 pub mod fstab;
 pub mod noroot;
@@ -35,5 +37,6 @@ pub use configtxt::{
     InitramfsAddress, UncertainSetting,
 };
 pub use diff::unified_diff;
+pub use eeprom::{BootOrder, EepromConfig, EepromConfigError};
 pub use fstab::{Fstab, FstabEntry, FstabError};
 pub use spec::{DeviceSpec, SpecError};

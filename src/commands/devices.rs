@@ -8,14 +8,27 @@ use crate::system::listing::Listing;
 use crate::system::{render, System};
 use anyhow::Result;
 
+/// The listing, and the standby kept by `pimigrate sync` when there is one.
+#[derive(serde::Serialize)]
+struct DevicesOutput<'a> {
+    #[serde(flatten)]
+    listing: Listing<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    standby: Option<crate::sync::status::StandbyStatus>,
+}
+
 pub fn run(cli: &Cli, args: &DevicesArgs, host: &Host) -> Result<u8> {
     let system = System::inspect(host)?;
     super::note_unreadable(&system, host);
     let listing = Listing::of(&system, args.all);
+    let standby = crate::sync::status::status(&system);
     if cli.json {
-        print_json(&listing)?;
+        print_json(&DevicesOutput { listing, standby })?;
     } else {
         print!("{}", render::text(&listing, cli.quiet, cli.verbose > 0));
+        if let Some(standby) = standby {
+            println!("\n{}", standby.summary);
+        }
     }
     Ok(EXIT_OK)
 }

@@ -3,7 +3,7 @@
 use super::plan::scan_spinner;
 use super::print_json;
 use crate::apply::journal::Journal;
-use crate::apply::migration::{self, ProgressDisplay, Start, Status};
+use crate::apply::migration::{self, ProgressDisplay, RebootInto, Start, Status};
 use crate::apply::render::finished_text;
 use crate::cli::{Cli, MigrateArgs};
 use crate::exit::{EXIT_OK, EXIT_REFUSED};
@@ -41,7 +41,15 @@ pub fn run(cli: &Cli, args: &MigrateArgs, host: &Host) -> Result<u8> {
         &state_dir,
     )?;
     let journal = match start {
-        Start::Finished(journal, status) => return finish(cli, &journal, status),
+        Start::Finished(mut journal, status) => {
+            let code = finish(cli, &journal, status)?;
+            // A migration done, its trial not yet run: `--reboot` starts it
+            // (after the reboot a Pi 4's bootloader needed first).
+            if args.reboot && status != Status::AlreadyMigrated {
+                reboot(cli, &mut journal, &state_dir)?;
+            }
+            return Ok(code);
+        }
         Start::Resume(journal) => {
             say(
                 cli,
@@ -71,13 +79,31 @@ pub fn run(cli: &Cli, args: &MigrateArgs, host: &Host) -> Result<u8> {
         copy_bar: chatty && std::io::stderr().is_terminal(),
         step_lines: chatty,
     };
-    let journal =
+    let mut journal =
         migration::apply_with_progress(&system, journal, &cancel, display, Purpose::Migrate)?;
     let code = finish(cli, &journal, Status::Migrated)?;
     if args.reboot {
-        migration::reboot(&journal.plan)?;
+        reboot(cli, &mut journal, &state_dir)?;
     }
     Ok(code)
+}
+
+fn reboot(cli: &Cli, journal: &mut Journal, state_dir: &std::path::Path) -> Result<()> {
+    let into = migration::reboot_into(journal)?;
+    say(
+        cli,
+        match into {
+            RebootInto::Trial => "rebooting into the trial boot",
+            RebootInto::Normal
+                if journal.plan.trial_boot.is_some() && journal.committed.is_none() =>
+            {
+                "rebooting once: the bootloader writes its new config first; after it, \
+                 `sudo pimigrate migrate --resume --reboot` starts the trial"
+            }
+            RebootInto::Normal => "rebooting",
+        },
+    );
+    migration::reboot(journal, state_dir, into)
 }
 
 fn say(cli: &Cli, message: &str) {

@@ -6,6 +6,7 @@ pub mod migrate;
 pub mod plan;
 pub mod recommend;
 pub mod rollback;
+pub mod sync;
 pub mod verify;
 pub mod wizard;
 
@@ -27,6 +28,7 @@ pub fn run(cli: &Cli) -> Result<u8> {
         Command::Rollback(args) => rollback::run(cli, args, &host),
         Command::Recommend(args) => recommend::run(cli, args, &host),
         Command::Verify(args) => verify::run(cli, args, &host),
+        Command::Sync(args) => sync::run(cli, args, &host),
         Command::Wizard(args) => wizard::run(cli, args, &host),
     }
 }

@@ -25,8 +25,21 @@ pub fn run(cli: &Cli, args: &VerifyArgs, host: &Host) -> Result<u8> {
         chatty: !cli.json && !cli.quiet,
     };
     let (v, interrupted) = verify(host, &request)?;
-    let code = finish(cli, v)?;
+    let standby = crate::system::System::inspect(host)
+        .ok()
+        .and_then(|system| crate::sync::status::status(&system));
+    let code = finish(cli, v, standby)?;
     Ok(exit_code(code, interrupted))
+}
+
+/// The verification, and the standby kept by `pimigrate sync` when there
+/// is one (a standby is not a check of the migration: it is shown beside).
+#[derive(serde::Serialize)]
+struct VerifyOutput<'a> {
+    #[serde(flatten)]
+    verification: &'a Verification,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    standby: Option<crate::sync::status::StandbyStatus>,
 }
 
 /// Ctrl-C wins over the checks' verdict, as for `pimigrate bench`, so a
@@ -40,12 +53,22 @@ fn exit_code(checks: u8, interrupted: bool) -> u8 {
     }
 }
 
-fn finish(cli: &Cli, v: Verification) -> Result<u8> {
+fn finish(
+    cli: &Cli,
+    v: Verification,
+    standby: Option<crate::sync::status::StandbyStatus>,
+) -> Result<u8> {
     debug_assert_eq!(v.schema, VERIFY_SCHEMA);
     if cli.json {
-        print_json(&v)?;
+        print_json(&VerifyOutput {
+            verification: &v,
+            standby,
+        })?;
     } else {
         print!("{}", render::text(&v));
+        if let Some(standby) = standby {
+            println!("{}", standby.summary);
+        }
     }
     Ok(match v.result {
         Verdict::Pass => EXIT_OK,

@@ -158,7 +158,7 @@ pub(super) fn plan_edits(
     table: &TablePlan,
     filesystems: &[MkfsStep],
     layout: Layout,
-    trial: bool,
+    trial: Option<EditSite>,
     extra_cmdline_ops: Vec<EditOperation>,
 ) -> Result<Vec<FileEdit>, Reason> {
     let part = |role| table.partitions.iter().find(|p| p.role == role);
@@ -208,10 +208,46 @@ pub(super) fn plan_edits(
     }
     let cmdline_name = boot_relative(source, source.cmdline_path)?;
     let trial_cmdline = PartitionPath::known(TRIAL_CMDLINE);
-    let target = cmdline_target(system, source, layout, trial, &cmdline_name, &trial_cmdline)?;
-    edits.push(file_edit(target, source.cmdline_bytes, cmdline_ops).map_err(fail)?);
+    let target = cmdline_target(
+        system,
+        source,
+        layout,
+        trial.is_some(),
+        &cmdline_name,
+        &trial_cmdline,
+    )?;
+    // A full move's trial starts its own command line beside the new
+    // cmdline.txt, with panic=: a kernel that cannot go on resets the Pi,
+    // and the next boot is a normal one, from the SD card.
+    let full_trial = match (layout, trial) {
+        (Layout::Full, Some(site)) => Some(EditTarget {
+            site,
+            file: &cmdline_name,
+            output: &trial_cmdline,
+            backup: None,
+            device: match site {
+                EditSite::SourceBoot => sd_boot_description(source),
+                _ => NEW_BOOT_PARTITION.into(),
+            },
+        }),
+        _ => None,
+    };
+    if let Some(trial_target) = full_trial {
+        let mut trial_ops = cmdline_ops.clone();
+        trial_ops.push(EditOperation::CmdlineAdd {
+            arg: format!("panic={}", super::bootloader::TRIAL_PANIC_SECONDS),
+        });
+        edits.push(file_edit(target, source.cmdline_bytes, cmdline_ops).map_err(fail)?);
+        edits.push(file_edit(trial_target, source.cmdline_bytes, trial_ops).map_err(fail)?);
+    } else {
+        edits.push(file_edit(target, source.cmdline_bytes, cmdline_ops).map_err(fail)?);
+    }
     Ok(edits)
 }
+
+/// Where a full move's edits of boot files go, for a person.
+const NEW_BOOT_PARTITION: &str =
+    "the new boot partition (partition 1 of the target); the SD card is not changed";
 
 /// Where the new cmdline.txt goes: the SD card's own file (a root-only
 /// move), the trial's file beside it (a root-only trial), or the new boot
@@ -246,9 +282,7 @@ fn cmdline_target<'a>(
             // The SD card's boot files are copied there, backups and all:
             // the name free on the SD card is free on the copy.
             backup: Some(boot_backup(system, source, source.cmdline_path)?),
-            device:
-                "the new boot partition (partition 1 of the target); the SD card is not changed"
-                    .into(),
+            device: NEW_BOOT_PARTITION.into(),
         },
     })
 }

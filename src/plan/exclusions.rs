@@ -7,7 +7,7 @@ use crate::system::usage::{self, Exclusion};
 use crate::system::System;
 use std::path::Path;
 
-pub(super) fn exclusions(system: &System, options: &Options) -> Vec<Exclusion> {
+pub fn exclusions(system: &System, options: &Options) -> Vec<Exclusion> {
     let mut list = usage::default_exclusions();
     let root = &system.host.source_root;
     for swap in system.swaps.iter().filter(|s| s.kind == "file") {

@@ -4,8 +4,9 @@
 
 mod boot_copy;
 mod boot_layout;
+pub mod bootloader;
 pub mod edits;
-mod exclusions;
+pub mod exclusions;
 mod firmware;
 pub mod geometry;
 pub mod ids;
@@ -22,10 +23,11 @@ mod target;
 pub mod trial;
 mod warnings;
 
-pub use options::{Layout, Options, TableChoice, TrialChoice};
+pub use options::{BootOrderChoice, HandoverChoice, Layout, Options, TableChoice, TrialChoice};
 pub use partition_path::PartitionPath;
 pub use planner::{plan, plan_with_progress};
 pub use refusal::{Reason, Refusal};
+pub use target::identity;
 
 use crate::bootcfg::DeviceSpec;
 use crate::space::SpaceCheck;
@@ -57,6 +59,12 @@ pub struct Plan {
     /// points at the new command line. Made permanent by `verify --commit`.
     pub trial_boot: Option<TrialBoot>,
     pub boot_order: Option<BootOrderAdvice>,
+    /// A full move on a Pi with the EEPROM bootloader (Pi 4, 400, CM4,
+    /// Pi 5): how the trial reaches the new drive, the changes to the
+    /// bootloader's config as diffs, and the hand-over `verify --commit`
+    /// makes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootloader: Option<BootloaderPlan>,
     /// Things the user should know that do not stop the move.
     pub warnings: Vec<String>,
     /// What the migration does with this system's boot layout beyond
@@ -91,6 +99,10 @@ pub struct SourceSummary {
 
 fn yes() -> bool {
     true
+}
+
+fn source_boot() -> EditSite {
+    EditSite::SourceBoot
 }
 
 /// Who the target is, so the executor can check, right before the first
@@ -237,7 +249,13 @@ pub enum EditOperation {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TrialBoot {
-    /// `/tryboot.txt` on the source's boot partition: config.txt plus
+    /// The boot partition the trial's files are on: the SD card's (a
+    /// root-only move, or a full move whose trial starts the SD card's
+    /// kernel) or the target's (a full move's one-shot boot of the new
+    /// drive).
+    #[serde(default = "source_boot")]
+    pub site: EditSite,
+    /// `/tryboot.txt` on that boot partition: config.txt plus
     /// `cmdline=<cmdline_file>`.
     pub tryboot_file: PartitionPath,
     pub cmdline_file: PartitionPath,
@@ -256,4 +274,88 @@ pub struct BootOrderAdvice {
     pub current: Option<String>,
     pub needed: Option<String>,
     pub message: String,
+}
+
+/// How a full move's trial boot reaches the new drive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TrialRoute {
+    /// A one-shot boot of the new drive, its own boot partition and all:
+    /// the Pi 4's EEPROM `[tryboot]` BOOT_ORDER or the Pi 5's
+    /// `set_reboot_order`, with the SD card as the fallback.
+    Device,
+    /// The SD card's kernel with the new drive's root, as a root-only trial;
+    /// the new drive boots by itself only after the hand-over.
+    KernelFromSd,
+}
+
+/// What `verify --commit` does after a full move's trial: the new drive
+/// must become what the bootloader boots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Handover {
+    /// BOOT_ORDER with the new drive first, the SD card kept as the fallback.
+    BootOrder,
+    /// The owner takes the SD card out; the bootloader's config stays.
+    RemoveCard,
+}
+
+/// When a change to the bootloader's config takes effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EepromTakesEffect {
+    /// Pi 4 family: `rpi-eeprom-update` stages it on the SD card's boot
+    /// partition and the boot ROM's recovery.bin writes it at the next
+    /// reboot, which then starts as before.
+    NextReboot,
+    /// Pi 5: `rpi-eeprom-update` writes the EEPROM at once (flashrom).
+    AtOnce,
+}
+
+/// One change to the bootloader's config, made through the system's
+/// `rpi-eeprom-config --apply`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EepromChange {
+    /// The whole config to apply.
+    pub config: String,
+    /// From the config before it, as a diff.
+    pub diff: String,
+    /// What the change is for, in a line.
+    pub purpose: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BootloaderPlan {
+    /// How the trial boot reaches the new drive (none: no trial boot).
+    pub trial: Option<TrialRoute>,
+    /// Why this route, in a sentence: the bootloader's date, consent, tools.
+    pub reason: String,
+    /// The target's boot mode, as BOOT_ORDER and
+    /// `/chosen/bootloader/boot-mode` spell it: 4 USB, 6 NVMe.
+    pub target_mode: u8,
+    /// Pi 5: the one-shot order `set_reboot_order` sets for the trial.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reboot_order: Option<String>,
+    /// The bootloader's config as `rpi-eeprom-config` printed it.
+    pub current: Option<String>,
+    /// The migration's change, before the trial (a `[tryboot]` order,
+    /// `PCIE_PROBE=1`; without a trial, the permanent order).
+    pub at_migrate: Option<EepromChange>,
+    pub handover: Handover,
+    /// The hand-over's change (the permanent order), when it needs one.
+    pub at_commit: Option<EepromChange>,
+    /// The changes are made (`--boot-order apply`, or yes in the wizard);
+    /// otherwise they are only shown.
+    pub consent: bool,
+    pub takes_effect: EepromTakesEffect,
+}
+
+impl BootloaderPlan {
+    /// The changes to make, with consent, in order.
+    pub fn changes(&self) -> impl Iterator<Item = &EepromChange> {
+        self.at_migrate
+            .iter()
+            .chain(self.at_commit.iter())
+            .filter(|_| self.consent)
+    }
 }

@@ -34,6 +34,35 @@ pub enum TrialChoice {
     Always,
     /// Never: change cmdline.txt directly.
     Never,
+    /// A full move's one-shot boot of the new drive itself, or a refusal
+    /// saying why the bootloader cannot do it.
+    Device,
+}
+
+/// Whether pimigrate changes the bootloader's config (a full move's trial
+/// order, the permanent order, PCIE_PROBE) or only shows the changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BootOrderChoice {
+    /// Show the changes as diffs; make none.
+    #[default]
+    Show,
+    /// Make them, through the system's `rpi-eeprom-config`.
+    Apply,
+}
+
+/// What `verify --commit` does after a full move's trial.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HandoverChoice {
+    /// The boot order when its change is allowed (`--boot-order apply`),
+    /// else taking the SD card out.
+    #[default]
+    Auto,
+    /// Set BOOT_ORDER with the new drive first and the SD card second.
+    BootOrder,
+    /// Take the SD card out.
+    RemoveCard,
 }
 
 pub const DEFAULT_BOOT_SIZE: u64 = 512 * MIB;
@@ -57,6 +86,9 @@ pub struct Options {
     /// The copy's second pass compares contents of files whose size and
     /// mtime did not change (slower; catches in-place rewrites).
     pub checksum: bool,
+    /// Whether the bootloader's config may be changed.
+    pub boot_order: BootOrderChoice,
+    pub handover: HandoverChoice,
 }
 
 impl Options {
@@ -72,6 +104,8 @@ impl Options {
             disk_signature: None,
             trial: TrialChoice::Auto,
             checksum: false,
+            boot_order: BootOrderChoice::Show,
+            handover: HandoverChoice::Auto,
         }
     }
 }

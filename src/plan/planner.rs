@@ -9,6 +9,7 @@
 
 use super::boot_copy::boot_copy;
 use super::boot_layout::{demands, LayoutDemands};
+use super::bootloader::{self, Decision};
 use super::edits::plan_edits;
 use super::exclusions::exclusions;
 use super::firmware::{
@@ -21,7 +22,7 @@ use super::regenerated::{raspi_firmware, Regenerated};
 use super::source_check::{check_source, CheckedSource};
 use super::table::table_plan;
 use super::target::{check_target_is_free, identity, resolve_target};
-use super::trial::{trial_boot, wants_trial};
+use super::trial::{trial_boot, trial_site, wants_trial};
 use super::warnings::warnings;
 use super::*;
 use crate::space::SpaceCheck;
@@ -65,6 +66,7 @@ pub fn plan_with_progress(
     let Request {
         source,
         trial,
+        bootloader,
         demands,
         target,
         kind,
@@ -106,13 +108,14 @@ pub fn plan_with_progress(
         &source,
         &table,
         &filesystems,
-        trial,
+        trial.then(|| trial_site(options.layout, bootloader.route)),
         demands.cmdline_ops,
     )?;
     let mut warnings = warnings(system, target, &geometry, options.layout);
     warnings.extend(firmware.warnings);
     let mut notes = demands.notes;
     notes.extend(firmware.notes);
+    notes.extend(bootloader.notes);
     if let Some(regenerated) = regenerated {
         edits.push(regenerated.edit);
         notes.push(regenerated.note);
@@ -134,6 +137,7 @@ pub fn plan_with_progress(
         edits,
         trial_boot,
         boot_order,
+        bootloader: bootloader.plan,
         warnings,
         notes,
     })
@@ -172,7 +176,10 @@ fn copy_plan(
 /// What the checks before the scan found, for the steps after it.
 struct Request<'a> {
     source: Option<CheckedSource<'a>>,
+    /// A trial boot first (a full move's: when the bootloader offers a
+    /// route to it).
     trial: bool,
+    bootloader: Decision,
     demands: LayoutDemands,
     target: &'a Disk,
     kind: TableKind,
@@ -210,6 +217,18 @@ fn check_request<'a>(
     let (kind, table_reason) = choose_table(system, target, options)
         .map_err(|reason| reasons.push(reason))
         .ok()?;
+    let bootloader = bootloader::decide(
+        system,
+        options,
+        target,
+        source.as_ref().map(|s| s.boot_dir),
+        trial,
+        reasons,
+    );
+    let trial = match options.layout {
+        Layout::Full => bootloader.route.is_some(),
+        Layout::RootOnly => trial,
+    };
     let mut firmware = FirmwareFindings::default();
     if options.layout == Layout::Full {
         if let Err(reason) = check_full_move_bootable(system, target) {
@@ -241,6 +260,7 @@ fn check_request<'a>(
     Some(Request {
         source,
         trial,
+        bootloader,
         demands,
         target,
         kind,
@@ -329,7 +349,7 @@ fn changes(
     source: &CheckedSource,
     table: &TablePlan,
     filesystems: &[MkfsStep],
-    trial: bool,
+    trial: Option<EditSite>,
     cmdline_ops: Vec<EditOperation>,
 ) -> Result<Changes, Refusal> {
     let edits = plan_edits(
@@ -341,8 +361,17 @@ fn changes(
         trial,
         cmdline_ops,
     );
-    let trial_boot = trial.then(|| trial_boot(system, source)).transpose();
-    let regenerated = raspi_firmware(system, source, table, filesystems, options.layout, trial);
+    let trial_boot = trial
+        .map(|site| trial_boot(system, source, site))
+        .transpose();
+    let regenerated = raspi_firmware(
+        system,
+        source,
+        table,
+        filesystems,
+        options.layout,
+        trial.is_some(),
+    );
     match (edits, trial_boot, regenerated) {
         (Ok(edits), Ok(trial_boot), Ok(regenerated)) => Ok(Changes {
             edits,

@@ -57,11 +57,76 @@ pub fn plan_text(plan: &Plan, detail: Detail, purpose: Purpose) -> String {
     edits(&mut out, plan);
     notes(&mut out, plan);
     trial_boot(&mut out, plan);
-    if let Some(order) = &plan.boot_order {
-        let _ = writeln!(out, "\nBoot order\n  {}", order.message);
+    match &plan.bootloader {
+        Some(bootloader) => bootloader_section(&mut out, bootloader, purpose),
+        None => {
+            if let Some(order) = &plan.boot_order {
+                let _ = writeln!(out, "\nBoot order\n  {}", order.message);
+            }
+        }
     }
     warnings(&mut out, plan);
     out
+}
+
+/// A full move's way through the EEPROM bootloader: the trial's route, the
+/// config's changes as diffs (made only with consent), the hand-over.
+fn bootloader_section(out: &mut String, bootloader: &BootloaderPlan, purpose: Purpose) {
+    let _ = writeln!(out, "\nBootloader");
+    let route = match bootloader.trial {
+        Some(TrialRoute::Device) => "Trial: the new drive boots once, its own boot partition and all",
+        Some(TrialRoute::KernelFromSd) => {
+            "Trial: the SD card's kernel with the new drive's root (the new drive boots by itself after the hand-over)"
+        }
+        None => "No trial boot",
+    };
+    let _ = writeln!(out, "  {route}: {}.", bootloader.reason);
+    if let Some(order) = &bootloader.reboot_order {
+        let _ = writeln!(
+            out,
+            "  The trial reboot first sets the one-shot boot order {order} (set_reboot_order, `vcmailbox {} 4 4 {order}`); nothing is written to the EEPROM for it.",
+            super::bootloader::SET_REBOOT_ORDER_TAG
+        );
+    }
+    let when = match bootloader.takes_effect {
+        EepromTakesEffect::NextReboot => {
+            "staged on the SD card's boot partition by rpi-eeprom-update; recovery.bin writes it at the next reboot, which then starts as before"
+        }
+        EepromTakesEffect::AtOnce => "written at once by rpi-eeprom-update",
+    };
+    let made = match (bootloader.consent, purpose) {
+        (true, Purpose::DryRun) => "would be made through rpi-eeprom-config --apply",
+        (true, _) => "made through rpi-eeprom-config --apply",
+        (false, _) => "shown only, not made (--boot-order apply makes them)",
+    };
+    for (when_made, change) in [
+        ("by the migration", &bootloader.at_migrate),
+        ("by `verify --commit`", &bootloader.at_commit),
+    ] {
+        let Some(change) = change else { continue };
+        let _ = writeln!(
+            out,
+            "  Config change {when_made}: {}\n  ({made}; {when})",
+            change.purpose
+        );
+        for line in change.diff.lines() {
+            let _ = writeln!(out, "    {line}");
+        }
+    }
+    let handover = match (bootloader.handover, bootloader.at_commit.is_some()) {
+        (Handover::BootOrder, true) => "Hand-over: `verify --commit` sets the boot order above; the SD card stays in as the fallback",
+        (Handover::BootOrder, false) => "Hand-over: the boot order already starts the new drive first; the SD card stays in as the fallback",
+        (Handover::RemoveCard, _) => {
+            "Hand-over: after `verify --commit`, shut down and take the SD card out; the bootloader's order is left as it is"
+        }
+    };
+    let _ = writeln!(out, "  {handover}.");
+    if bootloader.consent {
+        let _ = writeln!(
+            out,
+            "  The config as it is now is kept in the journal; `pimigrate rollback` puts it back."
+        );
+    }
 }
 
 /// `Plan: root-only move to /dev/sda (Samsung T7, 500 GB, usb)`.
@@ -304,13 +369,40 @@ fn edits(out: &mut String, plan: &Plan) {
 fn trial_boot(out: &mut String, plan: &Plan) {
     if let Some(trial) = &plan.trial_boot {
         let _ = writeln!(out, "\nTrial boot");
-        let _ = writeln!(
-            out,
-            "  cmdline.txt stays as it is. {} makes the next `reboot \"0 tryboot\"` start the new root once;\n  \
-             if that boot fails, the next power cycle starts the SD card's root as before.\n  \
-             `pimigrate verify --commit` then makes it permanent.",
-            trial.tryboot_file.display()
-        );
+        match (plan.layout, trial.site) {
+            (Layout::Full, EditSite::TargetBoot) => {
+                let _ = writeln!(
+                    out,
+                    "  The new drive's boot partition gets {} (its config.txt with the trial command line {},\n  \
+                     which adds panic={}): the trial reboot starts the new drive once; a kernel that cannot go on\n  \
+                     resets the Pi, and any reset or power cycle starts the SD card as before.\n  \
+                     `pimigrate verify --commit` then hands the Pi over to the new drive.",
+                    trial.tryboot_file.display(),
+                    trial.cmdline_file.display(),
+                    super::bootloader::TRIAL_PANIC_SECONDS
+                );
+            }
+            (Layout::Full, _) => {
+                let _ = writeln!(
+                    out,
+                    "  The SD card's cmdline.txt stays as it is. {} makes the next `reboot \"0 tryboot\"` start the\n  \
+                     SD card's kernel with the new drive's root once (panic={}: a kernel that cannot go on resets\n  \
+                     the Pi); any reset or power cycle starts the SD card as before.\n  \
+                     `pimigrate verify --commit` then hands the Pi over to the new drive.",
+                    trial.tryboot_file.display(),
+                    super::bootloader::TRIAL_PANIC_SECONDS
+                );
+            }
+            (Layout::RootOnly, _) => {
+                let _ = writeln!(
+                    out,
+                    "  cmdline.txt stays as it is. {} makes the next `reboot \"0 tryboot\"` start the new root once;\n  \
+                     if that boot fails, the next power cycle starts the SD card's root as before.\n  \
+                     `pimigrate verify --commit` then makes it permanent.",
+                    trial.tryboot_file.display()
+                );
+            }
+        }
         if let Some(note) = &trial.note {
             let _ = writeln!(out, "  {note}");
         }

@@ -147,7 +147,9 @@ pub(super) fn kernel_says_busy(path: &Path) -> bool {
     matches!(result, Err(err) if err.raw_os_error() == Some(nix::libc::EBUSY))
 }
 
-pub(super) fn identity(disk: &Disk) -> TargetIdentity {
+/// The disk as a plan names it, so the writer can check, right before the
+/// first write, that it is still the same (also a sync's standby).
+pub fn identity(disk: &Disk) -> TargetIdentity {
     TargetIdentity {
         path: disk.path.clone(),
         name: disk.name.clone(),

@@ -5,7 +5,7 @@
 use super::edits::boot_backup;
 use super::options::{Layout, Options, TrialChoice};
 use super::source_check::CheckedSource;
-use super::{PartitionPath, Reason, TrialBoot};
+use super::{EditSite, PartitionPath, Reason, TrialBoot, TrialRoute};
 use crate::bootcfg::{BootSettings, ConfigTxtError, FilterContext, IncludeReader};
 use crate::system::System;
 
@@ -35,18 +35,35 @@ pub struct Tryboot {
     pub note: Option<String>,
 }
 
-/// Whether this plan boots the new root once on trial first.
+/// Whether this plan boots the new root once on trial first: where the
+/// firmware has tryboot, unless asked otherwise. How a full move's trial
+/// reaches the new drive is the bootloader's part ([`super::bootloader`]).
 pub(super) fn wants_trial(system: &System, options: &Options) -> bool {
-    options.layout == Layout::RootOnly
-        && match options.trial {
-            TrialChoice::Auto => system.pi.tryboot_available,
-            TrialChoice::Always => true,
-            TrialChoice::Never => false,
-        }
+    match options.trial {
+        TrialChoice::Auto => system.pi.tryboot_available,
+        TrialChoice::Always | TrialChoice::Device => true,
+        TrialChoice::Never => false,
+    }
 }
 
-/// tryboot.txt: the normal config.txt with the trial command line.
-pub(super) fn trial_boot(system: &System, source: &CheckedSource) -> Result<TrialBoot, Reason> {
+/// Where the trial's files go: the SD card's boot partition, except for a
+/// full move's one-shot boot of the new drive, whose own boot partition
+/// holds them.
+pub(super) fn trial_site(layout: Layout, route: Option<TrialRoute>) -> EditSite {
+    match (layout, route) {
+        (Layout::Full, Some(TrialRoute::Device)) => EditSite::TargetBoot,
+        _ => EditSite::SourceBoot,
+    }
+}
+
+/// tryboot.txt: the normal config.txt with the trial command line, on the
+/// boot partition `site` (a full move's copy of config.txt is the SD
+/// card's, so both are made from the SD card's).
+pub(super) fn trial_boot(
+    system: &System,
+    source: &CheckedSource,
+    site: EditSite,
+) -> Result<TrialBoot, Reason> {
     let config_path = source.boot_dir.join(CONFIG_TXT.trim_start_matches('/'));
     let config_bytes = std::fs::read(system.host.path(&config_path)).map_err(|err| {
         Reason::new(
@@ -70,6 +87,7 @@ pub(super) fn trial_boot(system: &System, source: &CheckedSource) -> Result<Tria
         false => None,
     };
     Ok(TrialBoot {
+        site,
         diff: super::edits::diff_files(
             &PartitionPath::known(CONFIG_TXT),
             &tryboot_file,

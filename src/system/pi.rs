@@ -56,82 +56,10 @@ pub struct BootCapabilities {
     pub gpt: BootSupport,
 }
 
-/// `BOOT_ORDER` from the EEPROM configuration: hex digits read right to left.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct BootOrder {
-    pub value: u32,
-}
-
-/// Boot modes as BOOT_ORDER spells them.
-pub const BOOT_MODE_SD: u8 = 0x1;
-pub const BOOT_MODE_NETWORK: u8 = 0x2;
-pub const BOOT_MODE_USB: u8 = 0x4;
-pub const BOOT_MODE_NVME: u8 = 0x6;
-pub const BOOT_MODE_RESTART: u8 = 0xf;
-
-impl BootOrder {
-    pub fn parse(text: &str) -> Option<BootOrder> {
-        let hex = text
-            .trim()
-            .trim_start_matches("0x")
-            .trim_start_matches("0X");
-        u32::from_str_radix(hex, 16)
-            .ok()
-            .map(|value| BootOrder { value })
-    }
-
-    /// The modes in the order they are tried.
-    pub fn modes(&self) -> Vec<u8> {
-        let mut modes = Vec::new();
-        let mut value = self.value;
-        while value != 0 {
-            modes.push((value & 0xf) as u8);
-            value >>= 4;
-        }
-        modes
-    }
-
-    fn from_modes(modes: &[u8]) -> BootOrder {
-        let value = modes
-            .iter()
-            .rev()
-            .fold(0u32, |acc, &mode| (acc << 4) | u32::from(mode));
-        BootOrder { value }
-    }
-
-    /// The same order with `mode` tried first, the others kept in order.
-    pub fn with_first(&self, mode: u8) -> BootOrder {
-        let mut modes: Vec<u8> = self.modes().into_iter().filter(|&m| m != mode).collect();
-        modes.insert(0, mode);
-        BootOrder::from_modes(&modes)
-    }
-
-    pub fn first_of(&self, wanted: &[u8]) -> Option<u8> {
-        self.modes().into_iter().find(|m| wanted.contains(m))
-    }
-
-    pub fn describe(&self) -> String {
-        let names: Vec<&str> = self
-            .modes()
-            .into_iter()
-            .map(|mode| match mode {
-                BOOT_MODE_SD => "SD",
-                BOOT_MODE_NETWORK => "network",
-                BOOT_MODE_USB => "USB",
-                BOOT_MODE_NVME => "NVMe",
-                BOOT_MODE_RESTART => "restart",
-                _ => "other",
-            })
-            .collect();
-        format!("{} ({})", self, names.join(", "))
-    }
-}
-
-impl std::fmt::Display for BootOrder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "0x{:x}", self.value)
-    }
-}
+pub use crate::bootcfg::eeprom::{
+    BootOrder, BOOT_MODE_NETWORK, BOOT_MODE_NVME, BOOT_MODE_RESTART, BOOT_MODE_SD, BOOT_MODE_USB,
+};
+use crate::bootcfg::EepromConfig;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PiInfo {
@@ -159,6 +87,13 @@ pub struct PiInfo {
     /// `PCIE_PROBE=1` in the bootloader configuration, when it was read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pcie_probe: Option<bool>,
+    /// The bootloader's running config, as `rpi-eeprom-config` printed it.
+    #[serde(rename = "bootloader_config", skip_serializing_if = "Option::is_none")]
+    pub eeprom_config: Option<String>,
+    /// The device the bootloader started this boot from
+    /// (`chosen/bootloader/boot-mode`: 1 SD, 4 USB, 6 NVMe).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub boot_mode: Option<u32>,
 }
 
 impl PiFamily {
@@ -264,19 +199,26 @@ pub fn detect(host: &Host) -> PiInfo {
     let eeprom_bootloader =
         family.has_eeprom_bootloader() || host.device_tree("chosen/bootloader/boot-mode").exists();
     let eeprom_config = eeprom_bootloader.then(read_eeprom_config).flatten();
+    let board = model.as_deref().and_then(config_filter);
     PiInfo {
         family,
         eeprom_bootloader,
         can_boot: family.capabilities(),
         tryboot_available: eeprom_bootloader,
         in_trial_boot: read_dt_u32(host, "chosen/bootloader/tryboot") == Some(1),
-        boot_order: eeprom_config.as_deref().and_then(parse_eeprom_boot_order),
+        boot_order: eeprom_config
+            .as_deref()
+            .and_then(|c| parse_eeprom_boot_order(c, board)),
         config_filter: model.as_deref().and_then(config_filter),
         bootloader_built: read_dt_u32(host, "chosen/bootloader/build-timestamp")
             .filter(|&t| t > 0)
             .map(u64::from),
         hat_product: host.read_attr(&host.device_tree("hat/product")),
-        pcie_probe: eeprom_config.as_deref().map(parse_eeprom_pcie_probe),
+        pcie_probe: eeprom_config
+            .as_deref()
+            .map(|c| parse_eeprom_pcie_probe(c, board)),
+        boot_mode: read_dt_u32(host, "chosen/bootloader/boot-mode"),
+        eeprom_config,
         model,
     }
 }
@@ -292,40 +234,19 @@ fn read_eeprom_config() -> Option<String> {
     Some(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
-/// Whether the bootloader probes PCIe for a drive without a HAT+ EEPROM:
-/// the last `PCIE_PROBE=` outside conditional sections, as for BOOT_ORDER.
-pub fn parse_eeprom_pcie_probe(config: &str) -> bool {
-    let mut in_all = true;
-    let mut probe = false;
-    for line in config.lines() {
-        let line = line.trim();
-        if line.starts_with('[') {
-            in_all = line.eq_ignore_ascii_case("[all]");
-        } else if let Some(value) = line.strip_prefix("PCIE_PROBE=") {
-            if in_all {
-                probe = value.trim() == "1";
-            }
-        }
-    }
-    probe
+/// Whether the bootloader probes PCIe for a drive without a HAT+ EEPROM
+/// (`PCIE_PROBE=1` where `board` reads it).
+pub fn parse_eeprom_pcie_probe(config: &str, board: Option<&str>) -> bool {
+    EepromConfig::parse(config.as_bytes()).is_ok_and(|c| c.flag("PCIE_PROBE", board))
 }
 
-/// The last `BOOT_ORDER=` outside conditional sections wins, as in the
-/// bootloader.
-pub fn parse_eeprom_boot_order(config: &str) -> Option<BootOrder> {
-    let mut in_all = true;
-    let mut found = None;
-    for line in config.lines() {
-        let line = line.trim();
-        if line.starts_with('[') {
-            in_all = line.eq_ignore_ascii_case("[all]");
-        } else if let Some(value) = line.strip_prefix("BOOT_ORDER=") {
-            if in_all {
-                found = BootOrder::parse(value);
-            }
-        }
-    }
-    found
+/// BOOT_ORDER as the bootloader of `board` reads it in a normal boot: the
+/// last setting under a section that applies, the bootloader's default
+/// (0xf41) when none does; `None` when the config cannot be read or names
+/// no valid order.
+pub fn parse_eeprom_boot_order(config: &str, board: Option<&str>) -> Option<BootOrder> {
+    let config = EepromConfig::parse(config.as_bytes()).ok()?;
+    config.boot_order(board, false).ok()
 }
 
 #[cfg(test)]
@@ -376,34 +297,28 @@ mod tests {
     }
 
     #[test]
-    fn boot_order_reads_right_to_left() {
-        let order = BootOrder::parse("0xf41").unwrap();
-        assert_eq!(
-            order.modes(),
-            vec![BOOT_MODE_SD, BOOT_MODE_USB, BOOT_MODE_RESTART]
-        );
-        assert_eq!(order.describe(), "0xf41 (SD, USB, restart)");
-        assert_eq!(order.with_first(BOOT_MODE_USB).to_string(), "0xf14");
-        // 0xf461: SD, NVMe, USB; NVMe first keeps SD before USB.
-        let pi5 = BootOrder::parse("0xf461").unwrap();
-        assert_eq!(pi5.with_first(BOOT_MODE_NVME).to_string(), "0xf416");
-        assert_eq!(
-            pi5.with_first(BOOT_MODE_NVME).describe(),
-            "0xf416 (NVMe, SD, USB, restart)"
-        );
-        assert_eq!(
-            pi5.first_of(&[BOOT_MODE_USB, BOOT_MODE_SD]),
-            Some(BOOT_MODE_SD)
-        );
-    }
-
-    #[test]
     fn eeprom_config_takes_the_unconditional_boot_order() {
         let config = "[all]\nBOOT_UART=0\nBOOT_ORDER=0xf41\n[cm4]\nBOOT_ORDER=0xf16\n";
         assert_eq!(
-            parse_eeprom_boot_order(config).unwrap().to_string(),
+            parse_eeprom_boot_order(config, Some("pi4"))
+                .unwrap()
+                .to_string(),
             "0xf41"
         );
-        assert!(parse_eeprom_boot_order("BOOT_UART=0\n").is_none());
+        // The board's own section wins on that board.
+        assert_eq!(
+            parse_eeprom_boot_order(config, Some("cm4"))
+                .unwrap()
+                .to_string(),
+            "0xf16"
+        );
+        // No BOOT_ORDER: the bootloader's default, SD then USB.
+        assert_eq!(
+            parse_eeprom_boot_order("BOOT_UART=0\n", Some("pi4"))
+                .unwrap()
+                .to_string(),
+            "0xf41"
+        );
+        assert!(parse_eeprom_boot_order("BOOT_ORDER=usb\n", Some("pi4")).is_none());
     }
 }

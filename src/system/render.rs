@@ -57,6 +57,9 @@ fn write_pi(out: &mut String, pi: &PiInfo) {
                     "no trial boot"
                 }
             );
+            if let Some(line) = bootloader_line(pi) {
+                let _ = writeln!(out, "{line}");
+            }
         }
         _ => {
             let _ = writeln!(
@@ -65,6 +68,35 @@ fn write_pi(out: &mut String, pi: &PiInfo) {
             );
         }
     }
+}
+
+/// The EEPROM bootloader, where the Pi tells: when it was built, its boot
+/// order (`rpi-eeprom-config`), `PCIE_PROBE`, and the device it started
+/// this boot from. `None` when nothing of it could be read.
+fn bootloader_line(pi: &PiInfo) -> Option<String> {
+    let mut facts = Vec::new();
+    if let Some(built) = pi.bootloader_built {
+        facts.push(format!(
+            "built {}",
+            &crate::bench::report::rfc3339_utc(built)[..10]
+        ));
+    }
+    if let Some(order) = &pi.boot_order {
+        facts.push(format!("BOOT_ORDER {}", order.describe()));
+    }
+    if pi.pcie_probe == Some(true) {
+        facts.push("PCIE_PROBE=1".into());
+    }
+    if facts.is_empty() {
+        return None;
+    }
+    if let Some(mode) = pi.boot_mode.and_then(|m| u8::try_from(m).ok()) {
+        facts.push(format!(
+            "started this boot from {}",
+            crate::bootcfg::eeprom::mode_name(mode)
+        ));
+    }
+    Some(format!("Bootloader: {}", facts.join(", ")))
 }
 
 /// The running system: its root, its boot files, what each of its

@@ -269,8 +269,30 @@ fn find_boot_dir(host: &Host, mounts: &MountTable, root: &Path) -> Option<PathBu
         .cloned()
 }
 
-/// Names of every partition (or whole disk) that a spec matches.
-pub fn resolve(spec: &DeviceSpec, disks: &[Disk]) -> Vec<String> {
+/// What a device spec matches: a whole disk's filesystem, or a partition.
+#[derive(Debug, Clone, Copy)]
+pub enum Match<'a> {
+    Disk(&'a Disk),
+    Partition(&'a Disk, &'a crate::system::disks::Partition),
+}
+
+impl Match<'_> {
+    /// Its `/dev` name, or "DISK partition N" when the kernel shows no
+    /// device for the partition.
+    pub fn name(&self) -> String {
+        match self {
+            Match::Disk(disk) => disk.path.display().to_string(),
+            Match::Partition(disk, part) => part
+                .path
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| format!("{} partition {}", disk.path.display(), part.number)),
+        }
+    }
+}
+
+/// Every partition (or whole disk) that a spec matches.
+pub fn matching<'a>(spec: &DeviceSpec, disks: &'a [Disk]) -> Vec<Match<'a>> {
     let eq = |a: &Option<String>, b: &str| a.as_deref().is_some_and(|a| a.eq_ignore_ascii_case(b));
     let mut out = Vec::new();
     for disk in disks {
@@ -282,7 +304,7 @@ pub fn resolve(spec: &DeviceSpec, disks: &[Disk]) -> Vec<String> {
                 DeviceSpec::PartUuid(_) | DeviceSpec::PartLabel(_) => false,
             };
             if hit {
-                out.push(disk.path.display().to_string());
+                out.push(Match::Disk(disk));
             }
         }
         for part in &disk.partitions {
@@ -294,16 +316,14 @@ pub fn resolve(spec: &DeviceSpec, disks: &[Disk]) -> Vec<String> {
                 DeviceSpec::Path(v) => part.path.as_deref() == Some(Path::new(v)),
             };
             if hit {
-                let name = part
-                    .path
-                    .as_ref()
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_else(|| {
-                        format!("{} partition {}", disk.path.display(), part.number)
-                    });
-                out.push(name);
+                out.push(Match::Partition(disk, part));
             }
         }
     }
     out
+}
+
+/// Names of every partition (or whole disk) that a spec matches.
+pub fn resolve(spec: &DeviceSpec, disks: &[Disk]) -> Vec<String> {
+    matching(spec, disks).iter().map(Match::name).collect()
 }

@@ -14,8 +14,103 @@ pub fn run(system: &System, expected: &Expected) -> Vec<Check> {
     checks.extend(fstab_entries(system, expected));
     checks.push(ids_unique(system, expected));
     checks.push(boot_partition(system, expected));
+    checks.extend(boot_mode(system, expected));
+    checks.extend(bootloader_config(system, expected));
     checks.extend(trial_boot(system, expected));
     checks
+}
+
+/// A full move: the bootloader started this boot from the new drive (the
+/// device tree's `chosen/bootloader/boot-mode`), or from the SD card in a
+/// trial that starts the SD card's kernel. Without the entry (not a Pi
+/// with the EEPROM bootloader) there is nothing to check.
+fn boot_mode(system: &System, expected: &Expected) -> Option<Check> {
+    const CODE: &str = "boot-mode";
+    let wanted = expected.boot_mode(system.pi.in_trial_boot)?;
+    let mode = system.pi.boot_mode?;
+    let entry = "/proc/device-tree/chosen/bootloader/boot-mode";
+    let name = |mode: u32| {
+        u8::try_from(mode)
+            .map(crate::bootcfg::eeprom::mode_name)
+            .unwrap_or("other")
+    };
+    if mode == u32::from(wanted) {
+        return Some(Check::pass(
+            CODE,
+            format!(
+                "the bootloader started this boot from {} ({entry} reads {mode})",
+                name(mode)
+            ),
+        ));
+    }
+    let hint = match (system.pi.in_trial_boot, expected.committed) {
+        (true, _) => "the trial did not start the new drive: `sudo pimigrate rollback` undoes the migration's changes",
+        (false, Some(_)) => {
+            "the boot order does not start the new drive: take the SD card out, or set BOOT_ORDER with `sudo rpi-eeprom-config --edit`"
+        }
+        (false, None) => "`sudo pimigrate verify --commit` in the trial boot hands the Pi over to the new drive",
+    };
+    Some(
+        Check::fail(
+            CODE,
+            format!(
+                "the bootloader started this boot from {} ({entry} reads {mode}), not from {} ({wanted})",
+                name(mode),
+                name(u32::from(wanted))
+            ),
+        )
+        .hint(hint),
+    )
+}
+
+/// A full move that changed the bootloader's config: the running config
+/// (`rpi-eeprom-config`, read back) is the one the migration, or after
+/// the hand-over the commit, set.
+fn bootloader_config(system: &System, expected: &Expected) -> Option<Check> {
+    const CODE: &str = "bootloader-config";
+    let plan = expected.bootloader.as_ref().filter(|b| b.consent)?;
+    let wanted = match expected.committed {
+        Some(_) => plan.at_commit.as_ref().or(plan.at_migrate.as_ref()),
+        None => plan.at_migrate.as_ref(),
+    }?;
+    let Some(running) = system.pi.eeprom_config.as_deref() else {
+        return Some(
+            Check::fail(
+                CODE,
+                "the bootloader's config could not be read (rpi-eeprom-config did not answer)"
+                    .into(),
+            )
+            .hint("install rpi-eeprom (sudo apt install rpi-eeprom) and run `rpi-eeprom-config`"),
+        );
+    };
+    if crate::bootcfg::eeprom::same_config(running, &wanted.config) {
+        return Some(Check::pass(
+            CODE,
+            format!(
+                "the bootloader's config is the one the migration set: {}",
+                wanted.purpose
+            ),
+        ));
+    }
+    let order = |text: &str| {
+        crate::bootcfg::EepromConfig::parse(text.as_bytes())
+            .ok()
+            .and_then(|c| c.boot_order(system.pi.config_filter, false).ok())
+            .map(|o| o.describe())
+            .unwrap_or_else(|| "unreadable".into())
+    };
+    Some(
+        Check::fail(
+            CODE,
+            format!(
+                "the bootloader's config is not the one the migration set ({}): BOOT_ORDER is {}, the migration's {}",
+                wanted.purpose,
+                order(running),
+                order(&wanted.config)
+            ),
+        )
+        .hint("an update staged by `verify --commit` is written at the next reboot; otherwise the config was changed since (`rpi-eeprom-config` shows it)"),
+    )
 }
 
 /// The name of the one partition the target's root PARTUUID matches, or a
@@ -323,6 +418,14 @@ fn trial_boot(system: &System, expected: &Expected) -> Option<Check> {
             CODE,
             "a commit was cut short after it replaced cmdline.txt (a power cut?): this normal boot read it; \
              `sudo pimigrate verify --commit` finishes the commit"
+                .to_string(),
+        ),
+        // A full move's new drive that started by itself proves what its
+        // trial would have (the other checks say whether it does).
+        (None, false) if expected.layout == crate::plan::Layout::Full => Check::pass(
+            CODE,
+            "a normal boot, not the trial: the new drive started by itself; \
+             `sudo pimigrate verify --commit` completes the hand-over"
                 .to_string(),
         ),
         (None, false) => Check::fail(

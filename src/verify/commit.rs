@@ -5,9 +5,13 @@
 //! changes, so `rollback` can always restore the pre-migration cmdline.txt.
 
 use super::expected::Expected;
-use crate::apply::boot_partition::BootWriter;
+use crate::apply::boot_partition::{BootWriter, StateLock};
+use crate::apply::bootloader;
 use crate::apply::journal::Journal;
+use crate::apply::sd_boot::SdBoot;
 use crate::bootcfg::Cmdline;
+use crate::plan::{EditSite, EepromTakesEffect, Handover, TrialBoot};
+use crate::system::System;
 use anyhow::{bail, Context, Result};
 use std::path::Path;
 
@@ -57,6 +61,24 @@ pub fn commit(
         boot.resolve(cmdline).display(),
         boot.resolve(&backup).display()
     ));
+    done.extend(remove_trial_files(boot, journal, trial)?);
+    journal.committed = Some(crate::apply::journal::now());
+    journal.save(state_dir)?;
+    done.push(format!(
+        "recorded in {}: `pimigrate rollback` still restores the pre-migration cmdline.txt",
+        Journal::path(state_dir).display()
+    ));
+    Ok(done)
+}
+
+/// The trial's files gone from the boot partition `boot` holds (a
+/// tryboot.txt that was there before the migration put back).
+fn remove_trial_files(
+    boot: &BootWriter,
+    journal: &mut Journal,
+    trial: &TrialBoot,
+) -> Result<Vec<String>> {
+    let mut done = Vec::new();
     // tryboot.txt goes before the command line it points at, so a trial
     // boot never finds a tryboot.txt whose cmdline= file is missing.
     let tryboot = boot.resolve(&trial.tryboot_file);
@@ -80,15 +102,95 @@ pub fn commit(
         }
     }
     if boot.remove(&trial.cmdline_file)? {
-        done.push(format!("removed {}", trial_cmdline.display()));
+        done.push(format!(
+            "removed {}",
+            boot.resolve(&trial.cmdline_file).display()
+        ));
     }
     boot.sync();
     let gone = [&trial.tryboot_file, &trial.cmdline_file];
     journal.created.retain(|file| !gone.contains(&file));
+    Ok(done)
+}
+
+/// A full move's hand-over, once its trial ran (or its new drive booted by
+/// itself): the permanent boot order first, with the SD card kept as the
+/// fallback (or the owner told to take it out), then the trial's files
+/// gone. In that order: a power cut between the two leaves a Pi that
+/// boots the new drive, where `verify --commit` finishes.
+pub fn commit_full(
+    system: &System,
+    lock: &StateLock,
+    journal: &mut Journal,
+    expected: &Expected,
+    state_dir: &Path,
+) -> Result<Vec<String>> {
+    let mut done = Vec::new();
+    let bootloader = expected.bootloader.as_ref();
+    let change = bootloader
+        .filter(|b| b.consent && b.handover == Handover::BootOrder)
+        .and_then(|b| b.at_commit.as_ref().map(|c| (b, c)));
+    if let Some((bootloader, change)) = change {
+        let running = system.pi.eeprom_config.as_deref();
+        if running
+            .is_some_and(|running| crate::bootcfg::eeprom::same_config(running, &change.config))
+        {
+            done.push(format!("the bootloader already has {}", change.purpose));
+        } else {
+            // A Pi 4's update is staged where its boot ROM runs recovery.bin:
+            // the SD card's boot partition.
+            let sd_boot;
+            let bootfs = match bootloader.takes_effect {
+                EepromTakesEffect::NextReboot => {
+                    sd_boot = SdBoot::open(system, journal)?;
+                    sd_boot.dir().to_path_buf()
+                }
+                EepromTakesEffect::AtOnce => expected.boot_dir.clone(),
+            };
+            let bootfs = system.host.path(&bootfs);
+            bootloader::apply_config(&change.config, &bootfs)?;
+            crate::apply::atomic::sync_filesystem(&bootfs)?;
+            crate::failpoint::hit("commit-after-bootloader");
+            done.push(match bootloader.takes_effect {
+                EepromTakesEffect::NextReboot => format!(
+                    "{} is staged on the SD card's boot partition: the bootloader writes it at the next reboot \
+                     (recovery.bin) and then starts the new drive",
+                    change.purpose
+                ),
+                EepromTakesEffect::AtOnce => format!("the bootloader now has {}", change.purpose),
+            });
+        }
+    }
+    if let Some(trial) = &expected.trial {
+        let files = match trial.site {
+            EditSite::TargetBoot => remove_trial_files(
+                &BootWriter::new(lock, &system.host, &expected.boot_dir),
+                journal,
+                trial,
+            )?,
+            _ => {
+                let sd_boot = SdBoot::open(system, journal)?;
+                remove_trial_files(
+                    &BootWriter::new(lock, &system.host, sd_boot.dir()),
+                    journal,
+                    trial,
+                )?
+            }
+        };
+        done.extend(files);
+    }
     journal.committed = Some(crate::apply::journal::now());
     journal.save(state_dir)?;
+    done.push(match bootloader.map(|b| b.handover) {
+        Some(Handover::BootOrder) => {
+            "the SD card stays in as the fallback: the bootloader tries it when the new drive does not boot".into()
+        }
+        _ => "shut down, take the SD card out and power on: the bootloader then starts the new drive \
+              (keep the card: putting it back boots the old system)"
+            .into(),
+    });
     done.push(format!(
-        "recorded in {}: `pimigrate rollback` still restores the pre-migration cmdline.txt",
+        "recorded in {}: `pimigrate rollback` still puts back the bootloader's config",
         Journal::path(state_dir).display()
     ));
     Ok(done)

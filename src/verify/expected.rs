@@ -3,7 +3,10 @@
 
 use crate::apply::journal::Journal;
 use crate::bootcfg::DeviceSpec;
-use crate::plan::{EditOperation, EditSite, Layout, PartitionPath, PartitionRole, Plan, TrialBoot};
+use crate::plan::{
+    BootloaderPlan, EditOperation, EditSite, Layout, PartitionPath, PartitionRole, Plan, TrialBoot,
+    TrialRoute,
+};
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 
@@ -28,6 +31,11 @@ pub struct Expected {
     /// `verify --commit` began (it journals its backup of cmdline.txt before
     /// the swap) and did not finish: a power cut in the middle.
     pub commit_interrupted: bool,
+    /// A full move on a Pi with the EEPROM bootloader: the trial's route,
+    /// the bootloader's changes and the hand-over.
+    pub bootloader: Option<BootloaderPlan>,
+    /// When pimigrate rebooted into the trial.
+    pub trial_requested: Option<u64>,
 }
 
 impl Expected {
@@ -65,10 +73,38 @@ impl Expected {
             committed: journal.committed,
             boot_dir: journal.boot_dir.clone(),
             commit_interrupted: plan.trial_boot.is_some()
+                && plan.layout == Layout::RootOnly
                 && journal.committed.is_none()
                 && journal.backups.contains_key(&cmdline_file),
             cmdline_file,
+            bootloader: plan.bootloader.clone(),
+            trial_requested: journal.trial_requested,
         })
+    }
+
+    /// A full move's one-shot boot of the new drive (its own boot
+    /// partition, the bootloader's trial order).
+    pub fn device_trial(&self) -> bool {
+        self.bootloader
+            .as_ref()
+            .is_some_and(|b| b.trial == Some(TrialRoute::Device))
+    }
+
+    /// The boot mode (`/chosen/bootloader/boot-mode`) a boot that runs the
+    /// target should have come from: the new drive's, except in a full
+    /// move's trial that starts the SD card's kernel; none for a root-only
+    /// move, whose boots all start from the SD card.
+    pub fn boot_mode(&self, in_trial: bool) -> Option<u8> {
+        let bootloader = self.bootloader.as_ref()?;
+        match (in_trial, bootloader.trial) {
+            (true, Some(TrialRoute::KernelFromSd)) => Some(crate::bootcfg::eeprom::BOOT_MODE_SD),
+            _ => Some(bootloader.target_mode),
+        }
+    }
+
+    /// Where the trial's files are.
+    pub fn trial_site(&self) -> Option<EditSite> {
+        self.trial.as_ref().map(|t| t.site)
     }
 
     pub fn root_spec(&self) -> DeviceSpec {

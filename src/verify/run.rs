@@ -80,6 +80,16 @@ pub fn verify(host: &Host, request: &Request) -> Result<(Verification, bool)> {
         match commit_refusal(&system, &expected, passed) {
             Some(CommitRefusal::Refused(why)) => v.refused.push(why),
             Some(CommitRefusal::NothingToDo(why)) => v.message = Some(why),
+            None if expected.layout == crate::plan::Layout::Full => {
+                let lock = lock.as_ref().expect("taken for --commit");
+                v.actions.extend(commit::commit_full(
+                    &system,
+                    lock,
+                    &mut journal,
+                    &expected,
+                    &state_dir,
+                )?)
+            }
             None => v
                 .actions
                 .extend(commit::commit(boot, &mut journal, &expected, &state_dir)?),

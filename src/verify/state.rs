@@ -32,13 +32,25 @@ pub fn not_yet(system: &System, journal: &Journal, expected: &Expected) -> Optio
         ));
     }
     let booted = boot_time(&system.host)?;
-    (booted < journal.updated).then(|| {
-        let reboot = if expected.trial.is_some() {
-            "sudo reboot \"0 tryboot\""
-        } else {
-            "sudo reboot"
+    if booted < journal.updated {
+        let reboot = match (expected.trial.is_some(), expected.device_trial()) {
+            (_, true) => "sudo pimigrate migrate --resume --reboot",
+            (true, false) => "sudo reboot \"0 tryboot\"",
+            (false, false) => "sudo reboot",
         };
-        format!("the system still runs from {running} and has not rebooted since the migration: `{reboot}`, then verify")
+        return Some(format!(
+            "the system still runs from {running} and has not rebooted since the migration: `{reboot}`, then verify"
+        ));
+    }
+    // A one-shot boot of the new drive is started by pimigrate (a Pi 5's
+    // boot order must be set first), which records it: until then this is
+    // the SD card's boot before the trial, not after a failed one.
+    (expected.device_trial() && expected.trial_pending() && expected.trial_requested.is_none()).then(|| {
+        format!(
+            "the trial boot of the new drive has not been started (this boot runs from {running}): \
+             `sudo pimigrate migrate --resume --reboot` starts it; the SD card stays the fallback. \
+             If you started it by hand with reboot \"0 tryboot\" and are back on the SD card, it did not come up."
+        )
     })
 }
 
@@ -53,16 +65,27 @@ pub fn trial_did_not_run(system: &System, expected: &Expected) -> Option<Verific
         return None;
     }
     let running = running_from_old_root(system, expected)?;
+    let booted = boot_time(&system.host);
+    let what = match (expected.trial_requested, booted) {
+        (Some(asked), Some(booted)) if booted > asked => format!(
+            "the trial boot pimigrate started at {} did not come up: the Pi {} and the SD card booted as before",
+            crate::bench::report::rfc3339_utc(asked),
+            match expected.device_trial() {
+                true => "reset (the trial kernel's panic=, a power cycle, or the bootloader finding no bootable new drive)",
+                false => "was reset or power-cycled",
+            }
+        ),
+        _ => "the trial boot did not come up (the firmware then boots the SD card as before) \
+              or the Pi was restarted without \"0 tryboot\""
+            .to_string(),
+    };
     let check = Check::fail(
         "trial-boot",
-        format!(
-            "this boot runs from the SD card's root {running}, not from the target: the trial boot did not come up \
-             (the firmware then boots the SD card as before) or the Pi was restarted without \"0 tryboot\""
-        ),
+        format!("this boot runs from the SD card's root {running}, not from the target: {what}"),
     )
     .devices(vec![running])
     .hint(
-        "the SD card's cmdline.txt was not changed; look at the target (`pimigrate devices`, `dmesg`) before trying again",
+        "nothing was committed and the SD card's boot files were not changed; look at the target (`pimigrate devices`, `dmesg`) before trying again",
     );
     Some(Verification {
         layout: Some(expected.layout),
@@ -74,8 +97,14 @@ pub fn trial_did_not_run(system: &System, expected: &Expected) -> Option<Verific
         result: Verdict::Fail,
         message: Some("the trial boot did not run; the SD card still boots as before".into()),
         rollback: vec![
-            "sudo pimigrate rollback --yes   (removes the trial files; the SD card then boots exactly as before the migration)".into(),
-            "or, once the target is attached and seen by `pimigrate devices`, try again: sudo reboot \"0 tryboot\"".into(),
+            "sudo pimigrate rollback --yes   (removes the trial files and puts back the bootloader's config; the SD card then boots exactly as before the migration)".into(),
+            format!(
+                "or, once the target is attached and seen by `pimigrate devices`, try again: {}",
+                match expected.device_trial() {
+                    true => "sudo pimigrate migrate --resume --reboot",
+                    false => "sudo reboot \"0 tryboot\"",
+                }
+            ),
         ],
         ..Verification::nothing(String::new())
     })
@@ -114,7 +143,11 @@ pub fn commit_refusal(system: &System, expected: &Expected, passed: bool) -> Opt
     }
     // A commit cut short after its swap: this normal boot already runs the
     // target (the checks passed), and committing again finishes the job.
-    if !system.pi.in_trial_boot && !expected.commit_interrupted {
+    // A full move's new drive that booted by itself (the checks passed:
+    // its root, its boot partition, the bootloader's boot mode) has proved
+    // what its trial would have.
+    let full_move_runs_alone = expected.layout == crate::plan::Layout::Full;
+    if !system.pi.in_trial_boot && !expected.commit_interrupted && !full_move_runs_alone {
         return Some(CommitRefusal::Refused(
             "not committed: this is not the trial boot".into(),
         ));

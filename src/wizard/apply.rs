@@ -5,7 +5,7 @@
 use super::{Wizard, WizardEnd};
 use crate::apply::migration::{self, ProgressDisplay};
 use crate::plan::render::{plan_text, Detail, Purpose};
-use crate::plan::{self, Layout, Options, Plan, TrialChoice};
+use crate::plan::{self, BootOrderChoice, HandoverChoice, Layout, Options, Plan, TrialChoice};
 use crate::ui::Aborted;
 use anyhow::Result;
 use std::ops::ControlFlow;
@@ -15,8 +15,9 @@ pub(super) fn choose_trial(wizard: &Wizard, layout: Layout) -> Result<TrialChoic
     if let Some(trial) = wizard.settings.trial {
         return Ok(trial);
     }
-    // A trial boot needs tryboot (Pi 4, 400, CM4, Pi 5) and a root-only
-    // move; elsewhere `auto` means none, and the plan says so.
+    // A trial boot needs tryboot (Pi 4, 400, CM4, Pi 5); elsewhere `auto`
+    // means none, and the plan says so. A full move's trial is the
+    // bootloader's question (`choose_bootloader`).
     if layout != Layout::RootOnly || !wizard.system.pi.tryboot_available {
         return Ok(TrialChoice::Auto);
     }
@@ -38,6 +39,85 @@ pub(super) fn choose_trial(wizard: &Wizard, layout: Layout) -> Result<TrialChoic
     } else {
         TrialChoice::Never
     })
+}
+
+/// A full move on a Pi with the EEPROM bootloader: may pimigrate change the
+/// bootloader's config (the trial's one-shot order, the permanent order,
+/// PCIE_PROBE), and after the trial, does the SD card stay in as the
+/// fallback or come out? Unattended, nothing is changed without
+/// `--boot-order apply`: consent is given, not assumed.
+pub(super) fn choose_bootloader(
+    wizard: &Wizard,
+    layout: Layout,
+) -> Result<(BootOrderChoice, HandoverChoice)> {
+    let settings = wizard.settings;
+    if layout != Layout::Full || !wizard.system.pi.eeprom_bootloader {
+        return Ok((
+            settings.boot_order.unwrap_or_default(),
+            settings.handover.unwrap_or_default(),
+        ));
+    }
+    if wizard.system.pi.eeprom_config.is_none() && settings.boot_order.is_none() {
+        wizard.ui.say(
+            "Bootloader config: left as it is: rpi-eeprom-config (package rpi-eeprom) could not read it here, \
+             so after the trial the SD card comes out.",
+        );
+        return Ok((
+            BootOrderChoice::Show,
+            settings.handover.unwrap_or(HandoverChoice::RemoveCard),
+        ));
+    }
+    if settings.yes {
+        wizard.ui.say(&format!(
+            "Bootloader config: {}{}.",
+            match settings.boot_order.unwrap_or_default() {
+                BootOrderChoice::Apply => "changed as the plan shows",
+                BootOrderChoice::Show => "shown, not changed",
+            },
+            wizard.not_asked("--boot-order", settings.boot_order.is_some())
+        ));
+    }
+    let apply = wizard.answer(
+        settings.boot_order.map(|b| b == BootOrderChoice::Apply),
+        false,
+        || {
+            wizard.ui.confirm(
+                "May pimigrate change the bootloader's boot order (through rpi-eeprom-config)? It lets the \
+                 trial boot the new drive once with the SD card as the fallback, and after the trial puts the \
+                 new drive first. The plan shows the exact change; the old config is kept and `pimigrate \
+                 rollback` puts it back",
+                true,
+            )
+        },
+    )?;
+    let boot_order = match apply {
+        true => BootOrderChoice::Apply,
+        false => BootOrderChoice::Show,
+    };
+    if !apply {
+        return Ok((
+            boot_order,
+            settings.handover.unwrap_or(HandoverChoice::RemoveCard),
+        ));
+    }
+    let keep = wizard.answer(
+        settings.handover.map(|h| h != HandoverChoice::RemoveCard),
+        true,
+        || {
+            wizard.ui.confirm(
+                "After the trial, keep the SD card in as a fallback (the new drive first in the boot order)? \
+                 No: you take it out",
+                true,
+            )
+        },
+    )?;
+    Ok((
+        boot_order,
+        match keep {
+            true => HandoverChoice::BootOrder,
+            false => HandoverChoice::RemoveCard,
+        },
+    ))
 }
 
 /// The plan, shown in full; `None` when the planner refused (every reason
@@ -147,5 +227,27 @@ pub(super) fn migrate(wizard: &Wizard, plan: Plan) -> Result<WizardEnd> {
         text.push_str(&format!("  {}. {step}\n", n + 1));
     }
     wizard.ui.say(&text);
+    let mut journal = journal;
+    offer_reboot(wizard, &mut journal)?;
     Ok(WizardEnd::Migrated(Box::new(journal)))
+}
+
+/// Reboots now, into the trial where there is one (a Pi 4 whose
+/// bootloader must first write its new config reboots plainly, and the
+/// next steps say what follows), when the person says so or `--reboot`.
+fn offer_reboot(wizard: &Wizard, journal: &mut crate::apply::journal::Journal) -> Result<()> {
+    let into = migration::reboot_into(journal)?;
+    let question = match into {
+        migration::RebootInto::Trial => "Reboot now into the trial boot?",
+        migration::RebootInto::Normal => "Reboot now?",
+    };
+    let reboot = wizard.answer(wizard.settings.reboot, false, || {
+        wizard.ui.confirm(question, false)
+    })?;
+    if reboot {
+        wizard.ui.say("Rebooting.");
+        let state_dir = wizard.host.path(&wizard.host.state_dir);
+        migration::reboot(journal, &state_dir, into)?;
+    }
+    Ok(())
 }

@@ -22,7 +22,7 @@ mod tests;
 
 use crate::apply::journal::Journal;
 use crate::host::Host;
-use crate::plan::{Layout, Options, TableChoice, TrialChoice};
+use crate::plan::{BootOrderChoice, HandoverChoice, Layout, Options, TableChoice, TrialChoice};
 use crate::system::System;
 use crate::ui::{is_aborted, Aborted, Ui};
 use anyhow::Result;
@@ -40,6 +40,12 @@ pub struct Settings {
     /// asks (unattended: only the target's).
     pub bench_blank: Option<bool>,
     pub trial: Option<TrialChoice>,
+    /// A full move: whether the bootloader's config may be changed.
+    pub boot_order: Option<BootOrderChoice>,
+    /// A full move: what `verify --commit` hands over.
+    pub handover: Option<HandoverChoice>,
+    /// Reboot (into the trial) once migrated; `None` asks (unattended: no).
+    pub reboot: Option<bool>,
     /// Ask nothing: every open question takes its default, and the target
     /// is erased without typing its name (an explicit target is required).
     pub yes: bool,
@@ -112,10 +118,13 @@ impl Wizard<'_> {
         let layout = layout::choose(self, target)?;
         let table = table::choose(self, target, layout)?;
         let trial = apply::choose_trial(self, layout)?;
+        let (boot_order, handover) = apply::choose_bootloader(self, layout)?;
         let mut options = Options::new(&target.path);
         options.layout = layout;
         options.table = table;
         options.trial = trial;
+        options.boot_order = boot_order;
+        options.handover = handover;
         options.seed = self.settings.seed;
         let Some(plan) = apply::make_plan(self, &options)? else {
             return Ok(WizardEnd::Refused);

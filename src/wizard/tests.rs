@@ -240,6 +240,57 @@ fn the_table_is_asked_only_for_a_disk_over_two_tib() {
     assert!(transcript.contains("Partition table: GPT"), "{transcript}");
 }
 
+/// A full move on a Pi 4 asks before the bootloader's config changes,
+/// then whether the SD card stays in; the plan says the changes are made.
+#[test]
+fn a_full_move_asks_for_consent_to_change_the_boot_order() {
+    let (host, mut system) = machine("pi4");
+    // As rpi-eeprom-config prints it on a Pi 4.
+    system.pi.eeprom_config = Some("[all]\nBOOT_UART=0\n".into());
+    let (outcome, ui) = run(
+        &host,
+        &system,
+        &no_bench(),
+        vec![
+            Answer::Default,             // sda
+            Answer::Pick("Full".into()), // full move
+            Answer::Yes,                 // change the boot order
+            Answer::No,                  // take the card out after the trial
+            Answer::Type("sda".into()),
+        ],
+    );
+    assert!(
+        matches!(outcome, WizardEnd::Rehearsed),
+        "{outcome:?}\n{}",
+        ui.transcript()
+    );
+    assert!(ui
+        .prompt_containing("change the bootloader's boot order")
+        .is_some());
+    assert!(ui.prompt_containing("keep the SD card in").is_some());
+    let transcript = ui.transcript();
+    assert!(transcript.contains("Bootloader"), "{transcript}");
+    assert!(
+        transcript
+            .contains("Hand-over: after `verify --commit`, shut down and take the SD card out"),
+        "{transcript}"
+    );
+    // Unattended, consent is never assumed.
+    let settings = Settings {
+        target: Some("/dev/sda".into()),
+        layout: Some(Layout::Full),
+        yes: true,
+        ..no_bench()
+    };
+    let (_, ui) = run(&host, &system, &settings, vec![]);
+    assert!(
+        ui.transcript()
+            .contains("Bootloader config: shown, not changed"),
+        "{}",
+        ui.transcript()
+    );
+}
+
 #[test]
 fn flags_answer_every_question() {
     let (host, system) = machine("pi4");

@@ -147,6 +147,16 @@ impl LoopDisk {
             .prefix("pimigrate-target")
             .tempdir_in("/var/tmp")
             .unwrap();
+        LoopDisk::in_dir(dir, size, setup, read_only)
+    }
+
+    /// The image in `dir` (removed with the disk).
+    pub fn in_dir(
+        dir: tempfile::TempDir,
+        size: u64,
+        setup: impl FnOnce(&Path),
+        read_only: bool,
+    ) -> LoopDisk {
         let image = dir.path().join("disk.img");
         std::fs::File::create(&image)
             .unwrap()
