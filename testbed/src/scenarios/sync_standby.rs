@@ -75,15 +75,32 @@ nvme=$target
 # The card's sequential read in this boot, before anything cached it.
 echo "sd_read_seconds=$(dd if=/dev/mmcblk0p2 of=/dev/null bs=4M count={blocks} iflag=direct 2>&1 |
     awk '/copied/ {{ for (i = 1; i <= NF; i++) if ($i == "s,") print $(i - 1) }}')"
+# Where the guest's two CPUs spend the copy (is it bound by the
+# emulated CPU or by the disks?): /proc/stat's first line every
+# second, with the uptime it was read at.
+(while :; do echo "$(cut -d' ' -f1 /proc/uptime) $(head -1 /proc/stat)"; sleep 1; done) > /run/cpu-samples &
+sampler=$!
+started=$(cut -d' ' -f1 /proc/uptime)
 pimigrate migrate --target "$ssd" --yes --layout full --table mbr > "$TESTBED/out/migrate.txt" 2>&1 && st=0 || st=$?
+kill "$sampler"
 echo "migrate_status=$st"
 log=$(ls -t /var/log/pimigrate/migrate-*.log | head -1)
 # The first pass: from its step line to the second pass's, in the log's
 # elapsed seconds.
-echo "migrate_copy_seconds=$(awk '
+window=$(awk '
     {{ for (i = 1; i <= NF; i++) if ($i ~ /^[0-9.]+s$/) {{ t = $i + 0; break }} }}
     /copying the root filesystem/ {{ a = t }} /second pass/ {{ b = t }}
-    END {{ print b - a }}' "$log")"
+    END {{ print a, b }}' "$log")
+echo "migrate_copy_seconds=$(echo "$window" | awk '{{ print $2 - $1 }}')"
+# The samples nearest the copy's start and end: the share of the CPUs'
+# time that was busy (user, system, interrupts), waiting on I/O, idle.
+echo "migrate_copy_cpu=$(awk -v from="$(echo "$window" | awk -v s="$started" '{{ print s + $1 }}')" \
+    -v to="$(echo "$window" | awk -v s="$started" '{{ print s + $2 }}')" '
+    $1 <= from {{ for (i = 3; i <= 10; i++) a[i] = $i }}
+    $1 <= to {{ for (i = 3; i <= 10; i++) b[i] = $i }}
+    END {{ for (i = 3; i <= 10; i++) d[i] = b[i] - a[i]
+        busy = d[3] + d[4] + d[5] + d[8] + d[9] + d[10]; total = busy + d[6] + d[7]
+        if (total > 0) printf "busy %d%%, waiting on I/O %d%%, idle %d%%", 100 * busy / total, 100 * d[7] / total, 100 * d[6] / total }}' /run/cpu-samples)"
 echo "migrate_copy_bytes=$(jq .plan.copy.space.used_bytes /var/lib/pimigrate/migration.json)"
 sync; echo 3 > /proc/sys/vm/drop_caches
 pimigrate --json sync --to "$nvme" --fresh --yes --layout root-only > "$TESTBED/out/sync-full.json" 2> "$TESTBED/out/sync-full.err" && st=0 || st=$?
@@ -122,12 +139,21 @@ fn record_throughput(f: &BTreeMap<String, String>) -> Result<()> {
     let read = READ_BYTES as f64 / number(f, "sd_read_seconds")? / 1e6;
     let migrate = number(f, "migrate_copy_bytes")? / number(f, "migrate_copy_seconds")? / 1e6;
     let full = number(f, "full_sync_bytes")? / number(f, "full_sync_seconds")? / 1e6;
-    let rows = [("migrate's copy", migrate), ("a full sync's copy", full)];
+    // Where the guest's CPUs spent migrate's copy, when it was measured.
+    let cpu = f
+        .get("migrate_copy_cpu")
+        .filter(|split| !split.is_empty())
+        .map(|split| format!("; the guest's CPUs: {split}"))
+        .unwrap_or_default();
+    let rows = [
+        ("migrate's copy", migrate, cpu),
+        ("a full sync's copy", full, String::new()),
+    ];
     let mut table = String::new();
-    for (what, speed) in rows {
+    for (what, speed, cpu) in rows {
         let ratio = speed / read;
         let line = format!(
-            "{ratio:.2} of the SD card's read ({speed:.1} / {read:.1} MB/s; the goal is 0.8)"
+            "{ratio:.2} of the SD card's read ({speed:.1} / {read:.1} MB/s; the goal is 0.8{cpu})"
         );
         eprintln!("testbed: sync-standby: {what}: {line}");
         table.push_str(&format!(
