@@ -75,7 +75,41 @@ run_started=$SECONDS
 
 passed=0 failed=0
 logs=$(mktemp -d)
-trap 'rm -rf "$logs"' EXIT
+
+# late_reports: CI stops a run after 90 minutes and keeps only the end of
+# its output, where the untimed lane's lines crowd out the steps that run
+# silently into log files beside it (the early builds, the ARM tests). So
+# a run still going at 80 and at 85 minutes says what each of its
+# processes is doing and how far each step's log got.
+late_reports() {
+    local at now
+    for at in ${PIMIGRATE_TEST_LATE_REPORTS:-4800 5100}; do
+        now=$((SECONDS - run_started))
+        # The sleep must not hold the output open if this job is killed.
+        ((at > now)) && sleep $((at - now)) </dev/null >/dev/null 2>&1
+        {
+            echo
+            echo "==> the run is still going after $(((SECONDS - run_started) / 60)) minutes; what runs (seconds since it started, CPU time):"
+            descendants $$ | head -40
+            for log in "$logs"/*; do
+                [[ -f $log && $log != */times.* ]] || continue
+                echo "--- the end of ${log##*/}:"
+                tail -3 "$log" | cut -c1-200
+            done
+            echo
+        } >&2
+    done
+}
+descendants() {
+    local child
+    for child in $(pgrep -P "$1"); do
+        ps -o etimes=,time=,args= -p "$child" | cut -c1-160
+        descendants "$child"
+    done
+}
+late_reports &
+late_pid=$!
+trap 'kill "$late_pid" 2>/dev/null; rm -rf "$logs"' EXIT
 
 # cpu_now: sets $cpu to the CPU seconds (user and system) this shell's
 # finished children used so far. `times` must run in this shell, not in a
@@ -256,19 +290,29 @@ packages_and_arm() {
 # test: a build that fails here fails again in its own step, which says so.
 early_builds() {
     local log=$1 arch status=0
-    low() { lowest_until_speed_done "$@" >>"$log" 2>&1 || status=1; }
+    # low WHAT COMMAND...: one build, a row of its own in the time table
+    # (indented under this phase's, which follows it): on a machine with
+    # empty caches this job makes the build chroot, the cross toolchains
+    # and the ARM image too, and its rows show which of them took the time.
+    low() {
+        local what=$1 started=$SECONDS result=ok
+        shift
+        echo "==> early build: $what ($(date -u +%T))" >>"$log"
+        lowest_until_speed_done "$@" >>"$log" 2>&1 || { status=1 result=FAILED; }
+        printf '    early build: %s\t%s\t%s\t-\n' "$what" $((SECONDS - started)) "$result" >>"$times"
+    }
     for arch in arm64 armhf; do
-        low scripts/build-deb.sh --arch "$arch" --binary-only
+        low "$arch binary (and the build chroot)" scripts/build-deb.sh --arch "$arch" --binary-only
     done
-    low scripts/test-arm.sh --build-only
+    low "ARM test binaries" scripts/test-arm.sh --build-only
     # The ARM lane's guest image (a few minutes under qemu-user when its
     # recipe changed, nothing when cached), so that the untimed lane finds
     # it made instead of building it at its start.
-    low testbed/image-arm64/build-image.sh >/dev/null
+    low "ARM lane image" testbed/image-arm64/build-image.sh
     # This machine's builds last: the testbed's own cargo build at the
     # start of the speed lane must not wait for cargo's lock.
-    low cargo clippy --workspace --all-targets --locked -- -D warnings
-    low cargo test --workspace --locked --no-run
+    low "clippy" cargo clippy --workspace --all-targets --locked -- -D warnings
+    low "host test binaries" cargo test --workspace --locked --no-run
     if [[ $status != 0 ]]; then
         tail -20 "$log"
         echo "(a build failed here; its step builds it again and reports)"
