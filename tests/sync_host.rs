@@ -80,15 +80,7 @@ fn setup() -> SyncRig {
 }
 
 fn synced(output: &std::process::Output) -> Value {
-    assert_eq!(
-        exit_code(output),
-        0,
-        "sync failed:\n{}\n{}",
-        stdout(output),
-        stderr(output)
-    );
-    let value = json(output);
-    assert_eq!(value["schema"], "pimigrate.sync/1");
+    let value = succeeded(output, "sync");
     assert_eq!(value["result"], "synced");
     assert_eq!(value["bootable"], true, "{value:#}");
     value

@@ -149,6 +149,28 @@ exec "$@"
             Host { dir, share, bootfs }
         }
 
+        /// A `model` powered on with its SD card and one more bootable
+        /// disk (`name` on `bus`): the disks, the stand-in's scratch
+        /// folder, the model's bootloader, and the first boot's spec,
+        /// whose channel is written.
+        fn power_on(
+            &self,
+            model: Model,
+            name: &str,
+            bus: Bus,
+        ) -> ([Disk; 2], PathBuf, Bootloader, BootSpec) {
+            let dir = self.dir.path();
+            let disks = [
+                disk_with(dir, "sd", Bus::Sd, BOOTS),
+                disk_with(dir, name, bus, BOOTS),
+            ];
+            let scratch = dir.join("scratch");
+            let mut bootloader = model.bootloader().unwrap().unwrap();
+            let spec = select(model, Some(&mut bootloader), &disks, POWER_ON, &scratch).unwrap();
+            self.boot(model, &bootloader, &spec);
+            (disks, scratch, bootloader, spec)
+        }
+
         /// Writes the firmware channel as the harness does before a boot.
         fn boot(&self, model: Model, bootloader: &Bootloader, spec: &BootSpec) {
             firmware_channel::before_boot(&self.share, model, bootloader, spec).unwrap();
@@ -269,15 +291,7 @@ exec "$@"
             return;
         }
         let host = Host::new();
-        let dir = host.dir.path();
-        let disks = [
-            disk_with(dir, "sd", Bus::Sd, BOOTS),
-            disk_with(dir, "usb", Bus::UsbUas, BOOTS),
-        ];
-        let scratch = dir.join("scratch");
-        let mut pi4 = Model::Pi4B.bootloader().unwrap().unwrap();
-        let spec = select(Model::Pi4B, Some(&mut pi4), &disks, POWER_ON, &scratch).unwrap();
-        host.boot(Model::Pi4B, &pi4, &spec);
+        let (disks, scratch, mut pi4, _) = host.power_on(Model::Pi4B, "usb", Bus::UsbUas);
 
         let model = host.ok(&[
             "cat",
@@ -315,8 +329,9 @@ exec "$@"
                 "rpi-eeprom-update staged no {name}: {applied}"
             );
         }
+        let backups = host.dir.path().join("backup");
         assert!(
-            dir.join("backup").read_dir().unwrap().next().is_some(),
+            backups.read_dir().unwrap().next().is_some(),
             "no backup of the old config"
         );
         onto_card(&host.bootfs, &disks[0], &staged);
@@ -367,16 +382,8 @@ exec "$@"
             return;
         }
         let host = Host::new();
-        let dir = host.dir.path();
-        let disks = [
-            disk_with(dir, "sd", Bus::Sd, BOOTS),
-            disk_with(dir, "nvme", Bus::Nvme, BOOTS),
-        ];
-        let scratch = dir.join("scratch");
-        let mut pi5 = Model::Pi5.bootloader().unwrap().unwrap();
-        let spec = select(Model::Pi5, Some(&mut pi5), &disks, POWER_ON, &scratch).unwrap();
+        let (disks, scratch, mut pi5, spec) = host.power_on(Model::Pi5, "nvme", Bus::Nvme);
         assert_eq!(spec.disk, "sd");
-        host.boot(Model::Pi5, &pi5, &spec);
         assert_eq!(host.ok(&["rpi-eeprom-config"]), pi5.config());
         let new_config = "[all]\nBOOT_UART=1\nBOOT_ORDER=0xf416\nPCIE_PROBE=1\n";
         let applied = host.ok(&["rpi-eeprom-config", "--apply", &host.config(new_config)]);

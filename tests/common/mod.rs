@@ -49,6 +49,22 @@ pub fn json(output: &Output) -> serde_json::Value {
     })
 }
 
+/// The JSON document of a `pimigrate --json COMMAND` that must have
+/// succeeded: exit code 0 (else the output in the panic message) and
+/// schema `pimigrate.COMMAND/1`.
+pub fn succeeded(output: &Output, command: &str) -> serde_json::Value {
+    assert_eq!(
+        exit_code(output),
+        0,
+        "{command} failed:\n{}\n{}",
+        stdout(output),
+        stderr(output)
+    );
+    let value = json(output);
+    assert_eq!(value["schema"], format!("pimigrate.{command}/1"));
+    value
+}
+
 pub fn exit_code(output: &Output) -> i32 {
     output
         .status
