@@ -82,11 +82,17 @@ logs=$(mktemp -d)
 # a run still going at 80 and at 85 minutes says what each of its
 # processes is doing and how far each step's log got.
 late_reports() {
-    local at now
+    local at now sleeper=
+    # Stopped (the run ended), it stops its sleep too: nothing of the run
+    # may outlive it.
+    trap 'kill $sleeper 2>/dev/null; exit 0' TERM
     for at in ${PIMIGRATE_TEST_LATE_REPORTS:-4800 5100}; do
         now=$((SECONDS - run_started))
-        # The sleep must not hold the output open if this job is killed.
-        ((at > now)) && sleep $((at - now)) </dev/null >/dev/null 2>&1
+        if ((at > now)); then
+            sleep $((at - now)) </dev/null >/dev/null 2>&1 &
+            sleeper=$!
+            wait "$sleeper"
+        fi
         {
             echo
             echo "==> the run is still going after $(((SECONDS - run_started) / 60)) minutes; what runs (seconds since it started, CPU time):"
