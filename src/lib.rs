@@ -8,6 +8,7 @@ pub mod assets;
 pub mod bench;
 pub mod bootcfg;
 pub mod cli;
+pub mod clock;
 pub mod commands;
 pub mod copy;
 pub mod exit;

@@ -2,6 +2,7 @@
 //! resumed (`migrate --resume`) or undone (`rollback`). Written atomically
 //! after every step; a copy goes onto the new root filesystem at the end.
 
+use crate::clock::now;
 use crate::plan::{PartitionPath, Plan};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -93,13 +94,6 @@ fn upgrade_v1(journal: &mut serde_json::Value) -> Result<()> {
     }
     journal["schema"] = JOURNAL_SCHEMA.into();
     Ok(())
-}
-
-pub fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }
 
 impl Journal {

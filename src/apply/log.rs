@@ -9,7 +9,8 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use crate::clock::utc_text;
+use std::time::Instant;
 
 pub struct MigrationLog {
     path: PathBuf,
@@ -23,7 +24,7 @@ impl MigrationLog {
     pub fn create(dir: &Path) -> Result<MigrationLog> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("creating the log directory {}", dir.display()))?;
-        let stamp = utc_text(unix_now(), true);
+        let stamp = utc_text(crate::clock::now() as i64, true);
         let mut attempt = 1;
         loop {
             let name = match attempt {
@@ -60,7 +61,7 @@ impl MigrationLog {
     /// ([`MigrationLog::copy_into`]) does report them.
     pub fn line(&self, message: &str) {
         let elapsed = self.started.elapsed().as_secs_f64();
-        let prefix = format!("{} {elapsed:>8.1}s ", utc_text(unix_now(), false));
+        let prefix = format!("{} {elapsed:>8.1}s ", utc_text(crate::clock::now() as i64, false));
         let mut text = String::new();
         for (n, line) in message.lines().enumerate() {
             if n == 0 {
@@ -105,51 +106,10 @@ impl MigrationLog {
     }
 }
 
-fn unix_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-}
-
-/// UTC as `2024-05-01T12:34:56Z`, or `20240501T123456Z` for file names
-/// (no colons, which some tools and FAT copies of a log choke on).
-fn utc_text(unix: i64, compact: bool) -> String {
-    let (days, secs) = (unix.div_euclid(86_400), unix.rem_euclid(86_400));
-    let (year, month, day) = civil_from_days(days);
-    let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
-    if compact {
-        format!("{year:04}{month:02}{day:02}T{h:02}{m:02}{s:02}Z")
-    } else {
-        format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}Z")
-    }
-}
-
-/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's
-/// `civil_from_days`), so the log needs no date crate.
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn utc_times_are_right() {
-        assert_eq!(utc_text(0, false), "1970-01-01T00:00:00Z");
-        assert_eq!(utc_text(951_825_600, false), "2000-02-29T12:00:00Z");
-        assert_eq!(utc_text(1_714_566_896, true), "20240501T123456Z");
-    }
 
     #[test]
     fn a_log_gets_a_fresh_name_and_timestamped_lines() {

@@ -449,7 +449,7 @@ pub fn reboot(journal: &mut Journal, state_dir: &Path, into: RebootInto) -> Resu
             super::bootloader::set_reboot_order(order)?;
         }
         let _lock = super::boot_partition::StateLock::acquire(state_dir)?;
-        journal.trial_requested = Some(super::journal::now());
+        journal.trial_requested = Some(crate::clock::now());
         journal.save(state_dir)?;
         command.arg("0 tryboot");
     }

@@ -98,7 +98,7 @@ pub fn run_target(
     let report = Report {
         schema: report::SCHEMA.to_string(),
         id: format!("{unix_time}-{device_name}-{}", std::process::id()),
-        started_at: report::rfc3339_utc(unix_time),
+        started_at: crate::clock::rfc3339_utc(unix_time),
         unix_time,
         duration_seconds: started.elapsed().as_secs_f64(),
         tool_version: env!("CARGO_PKG_VERSION").to_string(),

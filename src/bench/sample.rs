@@ -55,7 +55,7 @@ impl SampleReport {
             report: Report {
                 schema: report::SCHEMA.into(),
                 id: id.into(),
-                started_at: report::rfc3339_utc(unix_time),
+                started_at: crate::clock::rfc3339_utc(unix_time),
                 unix_time,
                 duration_seconds: 60.0,
                 tool_version: "0.1.0".into(),

@@ -70,7 +70,7 @@ pub(super) struct Decision {
 
 /// Which one-shot boot of another drive this bootloader offers, or why none.
 fn device_trial(pi: &PiInfo) -> Result<(), String> {
-    let day = |t: u64| crate::bench::report::rfc3339_utc(t)[..10].to_string();
+    let day = crate::clock::day;
     let (since, what) = match pi.family {
         PiFamily::Pi4 | PiFamily::Cm4 => (
             PI4_TRYBOOT_SECTION_SINCE,

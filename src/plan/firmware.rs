@@ -155,7 +155,7 @@ pub(super) fn firmware_prerequisites(
     use crate::system::disks::Transport;
     let pi = &system.pi;
     let built = pi.bootloader_built.map(|t| {
-        let day = crate::bench::report::rfc3339_utc(t);
+        let day = crate::clock::rfc3339_utc(t);
         day[..10].to_string()
     });
     match (pi.family, target.transport) {

@@ -42,7 +42,7 @@ pub(super) fn check_source<'a>(
     };
     let root_spec = root_spec(root_entry.as_ref(), cmdline, reasons)?;
     let boot_dir = source.boot_dir.as_deref()?;
-    let device_name = |devno| device_name(system, devno);
+    let device_name = |devno| crate::system::disks::device_name(&system.disks, devno);
     Some(CheckedSource {
         fstab,
         fstab_bytes: &fstab_file.bytes,
@@ -134,22 +134,6 @@ fn root_spec(
             None
         }
     }
-}
-
-/// The node of the partition, or else the disk, with that device number.
-fn device_name(system: &System, devno: DevNo) -> Option<String> {
-    system
-        .disks
-        .iter()
-        .flat_map(|d| &d.partitions)
-        .find(|p| p.devno == Some(devno))
-        .and_then(|p| p.path.as_ref())
-        .map(|p| p.display().to_string())
-        .or_else(|| {
-            system
-                .disk_holding(devno)
-                .map(|d| d.path.display().to_string())
-        })
 }
 
 /// A system whose root is not a filesystem on a partition (LibreELEC,

@@ -102,7 +102,7 @@ fn fstab(s: &Standing) -> Check {
                     .system
                     .source
                     .boot_devno
-                    .and_then(|d| crate::verify::device_name(&s.system.disks, d))
+                    .and_then(|d| crate::system::disks::device_name(&s.system.disks, d))
                     .map(|n| vec![n])
                     .unwrap_or_else(|| resolve(&spec, &s.system.disks)),
             };

@@ -7,7 +7,8 @@
 use super::record::StandbyRecord;
 use super::standby::{self, Found, Standby, StandbyPart};
 use super::superblock;
-use crate::apply::journal::{now, Journal};
+use crate::apply::journal::Journal;
+use crate::clock::now;
 use crate::bootcfg::firstboot::{first_boot_hooks, HookAction};
 use crate::bootcfg::{Cmdline, DeviceSpec, Fstab};
 use crate::plan::edits::{file_edit, new_spec, EditTarget};
@@ -649,7 +650,7 @@ fn comparison(
         Some(last.saturating_sub(2)),
         format!(
             "entries changed since the last complete sync ({}) and those whose size, mtime, owner or mode differ",
-            super::render::time_ago(last, now())
+            crate::clock::time_ago(last, now())
         ),
     )
 }

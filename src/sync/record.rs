@@ -119,7 +119,7 @@ impl StandbyRecord {
 pub fn mark_failed(state_dir: &Path, error: &str) -> Result<()> {
     if let Some(mut record) = StandbyRecord::load(state_dir)? {
         record.state = SyncState::Failed;
-        record.finished = Some(crate::apply::journal::now());
+        record.finished = Some(crate::clock::now());
         record.error = Some(error.to_string());
         record.save(state_dir)?;
     }

@@ -6,17 +6,6 @@ use crate::plan::Layout;
 use crate::units::binary;
 use std::fmt::Write;
 
-/// "2 h ago", "5 min ago", "3 d ago".
-pub fn time_ago(then: u64, now: u64) -> String {
-    let secs = now.saturating_sub(then);
-    match secs {
-        0..=59 => "just now".into(),
-        60..=3599 => format!("{} min ago", secs / 60),
-        3600..=172_799 => format!("{} h ago", secs / 3600),
-        _ => format!("{} d ago", secs / 86_400),
-    }
-}
-
 pub fn plan_text(plan: &SyncPlan, verbose: bool) -> String {
     let mut out = String::new();
     let standby = &plan.standby;
@@ -149,16 +138,3 @@ pub fn outcome_text(outcome: &SyncOutcome, quiet: bool) -> String {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ages_read_as_people_say_them() {
-        assert_eq!(time_ago(100, 130), "just now");
-        assert_eq!(time_ago(0, 300), "5 min ago");
-        assert_eq!(time_ago(0, 7200), "2 h ago");
-        assert_eq!(time_ago(0, 3 * 86_400), "3 d ago");
-        assert_eq!(time_ago(500, 100), "just now");
-    }
-}

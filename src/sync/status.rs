@@ -3,8 +3,7 @@
 //! directory's record and the attached disks.
 
 use super::record::{StandbyRecord, SyncState};
-use super::render::time_ago;
-use crate::apply::journal::now;
+use crate::clock::{now, time_ago};
 use crate::system::System;
 use serde::Serialize;
 

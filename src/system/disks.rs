@@ -105,6 +105,16 @@ pub struct Partition {
     pub holders: Vec<String>,
 }
 
+impl Partition {
+    /// Its node (`/dev/mmcblk0p2`), or "`disk` partition N" without one.
+    pub fn node_name(&self, disk: &Path) -> String {
+        match &self.path {
+            Some(path) => path.display().to_string(),
+            None => format!("{} partition {}", disk.display(), self.number),
+        }
+    }
+}
+
 /// What a disk is to a migration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -207,6 +217,22 @@ impl Disk {
         }
         uses
     }
+}
+
+/// The `/dev` name of a whole disk or partition by device number: the
+/// node the kernel shows, or for a partition it shows none for (a loop disk
+/// on a kernel without partition support) "`/dev/loop3` partition 2". The
+/// one rule for naming a device in messages and checks.
+pub fn device_name(disks: &[Disk], devno: DevNo) -> Option<String> {
+    for disk in disks {
+        if disk.devno == devno {
+            return Some(disk.path.display().to_string());
+        }
+        if let Some(part) = disk.partitions.iter().find(|p| p.devno == Some(devno)) {
+            return Some(part.node_name(&disk.path));
+        }
+    }
+    None
 }
 
 /// Which devices to list.

@@ -1,7 +1,7 @@
 //! What `pimigrate devices` shows: the Pi, the running system, the disks.
 
 use super::disks::{Disk, Transport};
-use super::mounts::DevNo;
+use super::disks::device_name;
 use super::pi::PiInfo;
 use super::source::{BootFile, BootFileError, Reference};
 use super::System;
@@ -50,18 +50,6 @@ impl Listing<'_> {
     }
 }
 
-fn device_name(system: &System, devno: Option<DevNo>) -> Option<String> {
-    let devno = devno?;
-    let disk = system.disk_holding(devno)?;
-    let part = disk.partitions.iter().find(|p| p.devno == Some(devno));
-    Some(
-        part.and_then(|p| p.path.as_ref())
-            .unwrap_or(&disk.path)
-            .display()
-            .to_string(),
-    )
-}
-
 fn source_summary(system: &System) -> SourceSummary {
     let source = &system.source;
     let problems = [problem(&source.fstab), problem(&source.cmdline)]
@@ -70,9 +58,9 @@ fn source_summary(system: &System) -> SourceSummary {
         .collect();
     SourceSummary {
         root_dir: source.root_dir.clone(),
-        root_device: device_name(system, source.root_devno),
+        root_device: source.root_devno.and_then(|d| device_name(&system.disks, d)),
         boot_dir: source.boot_dir.clone(),
-        boot_device: device_name(system, source.boot_devno),
+        boot_device: source.boot_devno.and_then(|d| device_name(&system.disks, d)),
         used_bytes: system.source_used_bytes,
         references: source.references(&system.disks),
         problems,

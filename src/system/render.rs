@@ -78,7 +78,7 @@ fn bootloader_line(pi: &PiInfo) -> Option<String> {
     if let Some(built) = pi.bootloader_built {
         facts.push(format!(
             "built {}",
-            &crate::bench::report::rfc3339_utc(built)[..10]
+            &crate::clock::rfc3339_utc(built)[..10]
         ));
     }
     if let Some(order) = &pi.boot_order {

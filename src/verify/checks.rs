@@ -2,7 +2,8 @@
 //! built, and does every name in the boot files point at exactly one device?
 
 use super::expected::Expected;
-use super::{device_name, Check};
+use super::Check;
+use crate::system::disks::device_name;
 use crate::bootcfg::{Cmdline, CmdlineError, ConfigTxt, DeviceSpec, FilterContext};
 use crate::system::source::resolve;
 use crate::system::System;
@@ -405,7 +406,7 @@ fn trial_boot(system: &System, expected: &Expected) -> Option<Check> {
             CODE,
             format!(
                 "the trial boot was made permanent at {}",
-                crate::bench::report::rfc3339_utc(when)
+                crate::clock::rfc3339_utc(when)
             ),
         ),
         (None, true) => Check::pass(

@@ -62,7 +62,7 @@ pub fn commit(
         boot.resolve(&backup).display()
     ));
     done.extend(remove_trial_files(boot, journal, trial)?);
-    journal.committed = Some(crate::apply::journal::now());
+    journal.committed = Some(crate::clock::now());
     journal.save(state_dir)?;
     done.push(format!(
         "recorded in {}: `pimigrate rollback` still restores the pre-migration cmdline.txt",
@@ -179,7 +179,7 @@ pub fn commit_full(
         };
         done.extend(files);
     }
-    journal.committed = Some(crate::apply::journal::now());
+    journal.committed = Some(crate::clock::now());
     journal.save(state_dir)?;
     done.push(match bootloader.map(|b| b.handover) {
         Some(Handover::BootOrder) => {

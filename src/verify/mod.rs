@@ -17,8 +17,6 @@ pub mod run;
 pub mod state;
 
 use crate::plan::Layout;
-use crate::system::disks::Disk;
-use crate::system::mounts::DevNo;
 use serde::Serialize;
 
 pub const VERIFY_SCHEMA: &str = "pimigrate.verify/1";
@@ -220,17 +218,3 @@ pub fn rollback_advice(expected: &expected::Expected) -> Vec<String> {
     steps
 }
 
-/// The `/dev` name of a partition (or whole disk) by device number.
-pub fn device_name(disks: &[Disk], devno: DevNo) -> Option<String> {
-    for disk in disks {
-        if disk.devno == devno {
-            return Some(disk.path.display().to_string());
-        }
-        for part in &disk.partitions {
-            if part.devno == Some(devno) {
-                return part.path.as_ref().map(|p| p.display().to_string());
-            }
-        }
-    }
-    None
-}

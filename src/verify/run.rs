@@ -9,7 +9,6 @@ use super::{checks, commit, health, rollback_advice, Stopped, TrialState, Verdic
 use crate::apply::boot_partition::{BootWriter, StateLock};
 use crate::apply::journal::Journal;
 use crate::bench::machine::read_throttled;
-use crate::bench::report;
 use crate::host::Host;
 use crate::system::disks::Disk;
 use crate::system::System;
@@ -111,7 +110,7 @@ pub fn verify(host: &Host, request: &Request) -> Result<(Verification, bool)> {
     }
     v.trial_boot = expected.trial.as_ref().map(|_| TrialState {
         active: system.pi.in_trial_boot,
-        committed_at: expected.committed.map(report::rfc3339_utc),
+        committed_at: expected.committed.map(crate::clock::rfc3339_utc),
     });
 
     // From here on nothing may end the run before the verification is

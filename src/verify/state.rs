@@ -3,7 +3,8 @@
 //! `--commit` may make the trial permanent.
 
 use super::expected::Expected;
-use super::{device_name, Check, TrialState, Verdict, Verification};
+use super::{Check, TrialState, Verdict, Verification};
+use crate::system::disks::device_name;
 use crate::apply::journal::{Journal, Step};
 use crate::host::Host;
 use crate::system::source::resolve;
@@ -69,7 +70,7 @@ pub fn trial_did_not_run(system: &System, expected: &Expected) -> Option<Verific
     let what = match (expected.trial_requested, booted) {
         (Some(asked), Some(booted)) if booted > asked => format!(
             "the trial boot pimigrate started at {} did not come up: the Pi {} and the SD card booted as before",
-            crate::bench::report::rfc3339_utc(asked),
+            crate::clock::rfc3339_utc(asked),
             match expected.device_trial() {
                 true => "reset (the trial kernel's panic=, a power cycle, or the bootloader finding no bootable new drive)",
                 false => "was reset or power-cycled",
