@@ -14,7 +14,7 @@ use super::kernel;
 use super::standby::Standby;
 use crate::bootcfg::firstboot::first_boot_hooks;
 use crate::bootcfg::{Cmdline, DeviceSpec, Fstab};
-use crate::system::source::resolve;
+use crate::system::source::{id_uses, resolve, IdUse};
 use crate::system::System;
 use crate::verify::Check;
 use std::path::Path;
@@ -141,31 +141,16 @@ fn root_arg(s: &Standing) -> Check {
 
 fn ids_unique(s: &Standing) -> Check {
     const CODE: &str = "ids-unique";
-    let parts = std::iter::once(&s.standby.root).chain(s.standby.boot.as_ref());
-    let mut shared = Vec::new();
-    let mut count = 0;
-    for part in parts {
-        let specs = [
-            part.partuuid.clone().map(DeviceSpec::PartUuid),
-            part.uuid.clone().map(DeviceSpec::Uuid),
-            part.label.clone().map(DeviceSpec::Label),
-        ];
-        for spec in specs.into_iter().flatten() {
-            count += 1;
-            let names = resolve(&spec, &s.system.disks);
-            if names.len() != 1 {
-                shared.push(format!(
-                    "{spec} names {} devices ({})",
-                    names.len(),
-                    names.join(", ")
-                ));
-            }
-        }
-    }
+    let uses = id_uses(s.standby.specs(), &s.system.disks);
+    let shared: Vec<String> = uses
+        .iter()
+        .filter(|u| !u.is_unique())
+        .map(IdUse::describe)
+        .collect();
     if shared.is_empty() {
         Check::pass(
             CODE,
-            format!("each of the standby's {count} ids names one attached device"),
+            format!("each of the standby's {} ids names one attached device", uses.len()),
         )
     } else {
         Check::fail(CODE, shared.join("; "))

@@ -18,7 +18,7 @@ use crate::plan::{
     Refusal, TableChoice, TrialChoice,
 };
 use crate::system::disks::Disk;
-use crate::system::source::resolve;
+use crate::system::source::id_uses;
 use crate::system::usage::Exclusion;
 use crate::system::System;
 use serde::Serialize;
@@ -352,28 +352,15 @@ fn check_existing(system: &System, standby: &Standby) -> Vec<Reason> {
 /// The standby's ids must be its own: a clone carrying them makes the
 /// kernel or systemd pick either disk.
 fn shared_ids(system: &System, standby: &Standby) -> Vec<Reason> {
-    let mut reasons = Vec::new();
     let disks = standby::other_disks(&system.disks, &standby.disk);
-    let parts = std::iter::once(&standby.root).chain(standby.boot.as_ref());
-    for part in parts {
-        let specs = [
-            part.partuuid.clone().map(DeviceSpec::PartUuid),
-            part.uuid.clone().map(DeviceSpec::Uuid),
-        ];
-        for spec in specs.into_iter().flatten() {
-            let names = resolve(&spec, &disks);
-            if names.len() > 1 {
-                reasons.push(
-                    Reason::new(
-                        "standby-ids-shared",
-                        format!("{spec} of the standby also names {}", names.join(", ")),
-                    )
-                    .hint("detach the clone, or give the standby fresh ids: sudo pimigrate sync --to DISK --fresh (erases it)"),
-                );
-            }
-        }
-    }
-    reasons
+    id_uses(standby.specs(), &disks)
+        .into_iter()
+        .filter(|u| u.devices.len() > 1)
+        .map(|u| {
+            Reason::new("standby-ids-shared", u.describe())
+                .hint("detach the clone, or give the standby fresh ids: sudo pimigrate sync --to DISK --fresh (erases it)")
+        })
+        .collect()
 }
 
 /// The standby's own versions of the running system's boot files.

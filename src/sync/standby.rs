@@ -90,6 +90,22 @@ impl Standby {
     pub fn root_name(&self) -> String {
         self.root.name(&self.disk.path)
     }
+
+    /// Every id of the standby's partitions: PARTUUIDs, filesystem UUIDs
+    /// and labels.
+    pub fn specs(&self) -> Vec<DeviceSpec> {
+        std::iter::once(&self.root)
+            .chain(self.boot.as_ref())
+            .flat_map(|part| {
+                [
+                    part.partuuid.clone().map(DeviceSpec::PartUuid),
+                    part.uuid.clone().map(DeviceSpec::Uuid),
+                    part.label.clone().map(DeviceSpec::Label),
+                ]
+            })
+            .flatten()
+            .collect()
+    }
 }
 
 /// What `--to`, the record or the journal point at.

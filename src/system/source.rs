@@ -327,3 +327,40 @@ pub fn matching<'a>(spec: &DeviceSpec, disks: &'a [Disk]) -> Vec<Match<'a>> {
 pub fn resolve(spec: &DeviceSpec, disks: &[Disk]) -> Vec<String> {
     matching(spec, disks).iter().map(Match::name).collect()
 }
+
+/// An id and the attached devices it names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdUse {
+    pub spec: DeviceSpec,
+    pub devices: Vec<String>,
+}
+
+impl IdUse {
+    /// The one rule for ids: each names exactly one attached device. Two
+    /// disks with one PARTUUID, UUID or LABEL make the kernel or systemd
+    /// pick either (and none means it is not the id of what is attached).
+    pub fn is_unique(&self) -> bool {
+        self.devices.len() == 1
+    }
+
+    /// "PARTUUID=x on /dev/sda1 and /dev/sdb1", or that it names none.
+    pub fn describe(&self) -> String {
+        match self.devices.as_slice() {
+            [] => format!("{} names no attached device", self.spec),
+            devices => format!("{} on {}", self.spec, devices.join(" and ")),
+        }
+    }
+}
+
+/// What each of `specs` names among `disks`, for the rule of
+/// [`IdUse::is_unique`]: `verify`'s and a standby's `ids-unique` checks and
+/// `sync`'s refusal of a standby whose ids are not its own.
+pub fn id_uses(specs: impl IntoIterator<Item = DeviceSpec>, disks: &[Disk]) -> Vec<IdUse> {
+    specs
+        .into_iter()
+        .map(|spec| {
+            let devices = resolve(&spec, disks);
+            IdUse { spec, devices }
+        })
+        .collect()
+}

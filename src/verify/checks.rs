@@ -5,7 +5,7 @@ use super::expected::Expected;
 use super::Check;
 use crate::system::disks::device_name;
 use crate::bootcfg::{Cmdline, CmdlineError, ConfigTxt, DeviceSpec, FilterContext};
-use crate::system::source::resolve;
+use crate::system::source::{id_uses, resolve, IdUse};
 use crate::system::System;
 use std::path::PathBuf;
 
@@ -332,25 +332,20 @@ fn fstab_entries(system: &System, expected: &Expected) -> Vec<Check> {
 /// of the same disk): the kernel or systemd would pick either.
 fn ids_unique(system: &System, expected: &Expected) -> Check {
     const CODE: &str = "ids-unique";
-    let mut duplicates = Vec::new();
-    let mut devices = Vec::new();
-    for id in &expected.new_ids {
-        let matches = resolve(id, &system.disks);
-        if matches.len() > 1 {
-            duplicates.push(format!("{id} on {}", matches.join(" and ")));
-            devices.extend(matches);
-        }
-    }
-    if duplicates.is_empty() {
+    let uses = id_uses(expected.new_ids.iter().cloned(), &system.disks);
+    let wrong: Vec<&IdUse> = uses.iter().filter(|u| !u.is_unique()).collect();
+    if wrong.is_empty() {
         let ids: Vec<String> = expected.new_ids.iter().map(ToString::to_string).collect();
         return Check::pass(
             CODE,
             format!("the new ids are on one device each: {}", ids.join(", ")),
         );
     }
+    let mut devices: Vec<String> = wrong.iter().flat_map(|u| u.devices.clone()).collect();
     devices.sort();
     devices.dedup();
-    Check::fail(CODE, format!("duplicate ids: {}", duplicates.join("; ")))
+    let said: Vec<String> = wrong.iter().map(|u| u.describe()).collect();
+    Check::fail(CODE, format!("duplicate ids: {}", said.join("; ")))
         .devices(devices)
         .hint("detach the other disk, or give it new ids (sfdisk --disk-id, tune2fs -U random, e2label)")
 }
