@@ -367,6 +367,7 @@ fn edit_target(plan: &Plan, target_root: &Mounted, target_boot: Option<&Mounted>
 
 fn device_for(plan: &Plan, devices: &PartitionDevices, role: PartitionRole) -> Result<PathBuf> {
     let index = plan
+        .disk
         .table
         .partitions
         .iter()
@@ -405,15 +406,16 @@ fn open_exclusive(path: &Path) -> Result<nix::fcntl::Flock<std::fs::File>> {
 /// partition support), a loop device over each partition's range.
 fn partition_devices(plan: &Plan, reread: ReReadOutcome) -> Result<PartitionDevices> {
     let target = &plan.target;
-    let ss = u64::from(plan.table.sector_size);
+    let ss = u64::from(plan.disk.table.sector_size);
     Ok(match reread {
         ReReadOutcome::Done => {
             let sys_disk = Path::new("/sys/class/block").join(&target.name);
-            let numbers: Vec<u32> = plan.table.partitions.iter().map(|p| p.number).collect();
+            let numbers: Vec<u32> = plan.disk.table.partitions.iter().map(|p| p.number).collect();
             PartitionDevices::Kernel(wait_for_partitions(&sys_disk, &numbers, PARTITION_TIMEOUT)?)
         }
         ReReadOutcome::NotSupported if target.transport == Transport::Virtual => {
             let ranges: Vec<(u64, u64)> = plan
+                .disk
                 .table
                 .partitions
                 .iter()
@@ -438,14 +440,15 @@ pub(crate) fn partition_and_format(
 ) -> Result<PartitionDevices> {
     let target = &plan.target;
     let mut disk = open_exclusive(&target.path)?;
-    let ss = u64::from(plan.table.sector_size);
+    let ss = u64::from(plan.disk.table.sector_size);
     if !journal.is_done(Step::Partitioned) {
         (ctx.step)(&format!(
             "writing a new {} partition table to {}",
-            plan.table.kind,
+            plan.disk.table.kind,
             target.path.display()
         ));
         let starts: Vec<u64> = plan
+            .disk
             .table
             .partitions
             .iter()
@@ -454,7 +457,7 @@ pub(crate) fn partition_and_format(
         crate::failpoint::hit("before-wipe");
         wipe::wipe_signatures(&disk, target.size_bytes, &starts)?;
         crate::failpoint::hit("after-wipe");
-        table::write_table(&mut *disk, &plan.table, target.size_bytes)?;
+        table::write_table(&mut *disk, &plan.disk.table, target.size_bytes)?;
         crate::failpoint::hit("after-table");
         disk.sync_all()
             .with_context(|| format!("flushing {}", target.path.display()))?;
@@ -469,7 +472,7 @@ pub(crate) fn partition_and_format(
     crate::failpoint::hit("after-reread");
     let devices = partition_devices(plan, reread)?;
     if !journal.is_done(Step::Formatted) {
-        for (mkfs, device) in plan.filesystems.iter().zip(devices.paths()) {
+        for (mkfs, device) in plan.disk.filesystems.iter().zip(devices.paths()) {
             (ctx.step)(&format!("creating {} on {}", mkfs.fstype, device.display()));
             run_mkfs(&mkfs.command_for(&device.to_string_lossy()))?;
             flush_device(&device)?;

@@ -127,6 +127,7 @@ fn complete(mut journal: Journal, state_dir: &Path) -> Result<Journal> {
 /// Is the running root the planned root partition on the target?
 fn runs_from_target(system: &System, plan: &Plan) -> bool {
     let Some(root) = plan
+        .disk
         .table
         .partitions
         .iter()
@@ -148,7 +149,7 @@ fn runs_from_target(system: &System, plan: &Plan) -> bool {
 /// (the system just has not been rebooted into it)?
 fn target_still_holds(system: &System, plan: &Plan) -> bool {
     system.disks.iter().any(|d| {
-        d.devno == plan.target.devno && d.disk_id.as_deref() == Some(plan.table.disk_id.as_str())
+        d.devno == plan.target.devno && d.disk_id.as_deref() == Some(plan.disk.table.disk_id.as_str())
     })
 }
 

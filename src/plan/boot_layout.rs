@@ -9,13 +9,13 @@ use crate::bootcfg::firstboot::{first_boot_hooks, HookAction};
 
 /// The extra cmdline.txt operations and what the plan says about them.
 #[derive(Debug, Default)]
-pub(super) struct LayoutDemands {
+pub(crate) struct LayoutDemands {
     /// Applied to the command line the new root boots with, after `root=`.
     pub cmdline_ops: Vec<EditOperation>,
     pub notes: Vec<String>,
 }
 
-pub(super) fn demands(
+pub(crate) fn demands(
     source: &CheckedSource,
     layout: Layout,
     trial: bool,

@@ -5,7 +5,8 @@ use super::options::Layout;
 use super::refusal::Reason;
 use super::source_check::CheckedSource;
 use super::trial::TRIAL_CMDLINE;
-use super::{EditOperation, EditSite, FileEdit, MkfsStep, PartitionPath, PartitionRole, TablePlan};
+use super::replica::Retargeted;
+use super::{EditOperation, EditSite, FileEdit, PartitionPath};
 use crate::bootcfg::cmdline::CmdlineError;
 use crate::bootcfg::defaults::{Defaults, DefaultsError};
 use crate::bootcfg::fstab::FstabError;
@@ -151,61 +152,21 @@ pub fn backup_name(file: &PartitionPath, taken: impl Fn(&PartitionPath) -> bool)
 
 /// The boot-file edits of a plan: fstab on the new root, and cmdline.txt
 /// where the firmware will read it (the SD card's, its trial copy, or the
-/// new boot partition's).
+/// new boot partition's), from the replica's retargeted operations.
 pub(super) fn plan_edits(
     system: &System,
     source: &CheckedSource,
-    table: &TablePlan,
-    filesystems: &[MkfsStep],
+    retargeted: &Retargeted,
+    root_partition: u32,
     layout: Layout,
     trial: Option<EditSite>,
-    extra_cmdline_ops: Vec<EditOperation>,
 ) -> Result<Vec<FileEdit>, Reason> {
-    let part = |role| table.partitions.iter().find(|p| p.role == role);
-    let fs = |number| filesystems.iter().find(|f| f.partition == number);
-    let root_part = part(PartitionRole::Root).expect("every layout has a root partition");
-    let root_fs = fs(root_part.number).expect("every partition gets a filesystem");
-    let root_for = |old: &DeviceSpec| new_spec(old, &root_part.partuuid, &root_fs.uuid);
-    // Without a `/` line (Arch Linux ARM) the kernel's root= is the only
-    // name of the root, and fstab keeps its other lines as they are.
-    let mut fstab_ops = Vec::new();
-    if source.summary.fstab_names_root {
-        fstab_ops.push(EditOperation::FstabSetSpec {
-            mountpoint: "/".into(),
-            spec: root_for(&source.summary.root_spec),
-        });
-    }
-    if layout == Layout::Full {
-        if let (Some(boot_entry), Some(boot_part)) =
-            (source.fstab.boot(), part(PartitionRole::Boot))
-        {
-            if let Ok(old) = boot_entry.device_spec() {
-                let boot_fs = fs(boot_part.number).expect("every partition gets a filesystem");
-                fstab_ops.push(EditOperation::FstabSetSpec {
-                    mountpoint: boot_entry.mountpoint.clone(),
-                    spec: new_spec(&old, &boot_part.partuuid, &boot_fs.uuid),
-                });
-            }
-        }
-    }
-    let cmdline_root = source
-        .cmdline
-        .root()
-        .map_err(|e| Reason::new("source-cmdline", e.to_string()))?;
-    let mut cmdline_ops = vec![EditOperation::CmdlineSetRoot {
-        spec: root_for(&cmdline_root),
-    }];
-    if !source.cmdline.has("rootwait") {
-        cmdline_ops.push(EditOperation::CmdlineAdd {
-            arg: "rootwait".into(),
-        });
-    }
-    cmdline_ops.extend(extra_cmdline_ops);
     let fail = |err: EditError| Reason::new("source-edit", err.to_string());
     let mut edits = Vec::new();
-    if !fstab_ops.is_empty() {
-        edits.push(fstab_edit(source, root_part.number, fstab_ops).map_err(fail)?);
+    if !retargeted.fstab.is_empty() {
+        edits.push(fstab_edit(source, root_partition, retargeted.fstab.clone()).map_err(fail)?);
     }
+    let cmdline_ops = retargeted.cmdline.clone();
     let cmdline_name = boot_relative(source, source.cmdline_path)?;
     let trial_cmdline = PartitionPath::known(TRIAL_CMDLINE);
     let target = cmdline_target(
@@ -308,7 +269,7 @@ fn fstab_edit(
 
 /// A boot file's name inside the boot partition, from its view path; a
 /// name that leaves the partition (a config.txt `cmdline=../x`) is refused.
-pub(super) fn boot_relative(source: &CheckedSource, path: &Path) -> Result<PartitionPath, Reason> {
+pub(crate) fn boot_relative(source: &CheckedSource, path: &Path) -> Result<PartitionPath, Reason> {
     let inside = path.strip_prefix(source.boot_dir).unwrap_or(path);
     PartitionPath::new(inside).map_err(|err| {
         Reason::new(

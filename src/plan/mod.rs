@@ -3,7 +3,7 @@
 //! hands it to the executor.
 
 mod boot_copy;
-mod boot_layout;
+pub(crate) mod boot_layout;
 pub mod bootloader;
 pub mod edits;
 pub mod exclusions;
@@ -17,7 +17,8 @@ pub mod planner;
 pub mod refusal;
 pub mod regenerated;
 pub mod render;
-mod source_check;
+pub mod replica;
+pub(crate) mod source_check;
 mod table;
 mod target;
 pub mod trial;
@@ -48,8 +49,9 @@ pub struct Plan {
     pub pi: PiSummary,
     pub source: SourceSummary,
     pub target: TargetIdentity,
-    pub table: TablePlan,
-    pub filesystems: Vec<MkfsStep>,
+    /// The table and filesystems the target gets (`table`, `filesystems`).
+    #[serde(flatten)]
+    pub disk: replica::DiskLayout,
     pub copy: CopyPlan,
     /// Full move: the boot partition's files go to the target's FAT partition.
     pub boot_copy: Option<BootCopy>,

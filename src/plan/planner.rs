@@ -98,6 +98,7 @@ pub fn plan_with_progress(
     }
     let table = table_plan(kind, table_reason, &geometry, &ids, target);
     let filesystems = mkfs_steps(system, &table, &ids, &known);
+    let disk = replica::DiskLayout { table, filesystems };
     let Changes {
         mut edits,
         trial_boot,
@@ -106,10 +107,9 @@ pub fn plan_with_progress(
         system,
         options,
         &source,
-        &table,
-        &filesystems,
+        &disk,
         trial.then(|| trial_site(options.layout, bootloader.route)),
-        demands.cmdline_ops,
+        &demands.cmdline_ops,
     )?;
     let mut warnings = warnings(system, target, &geometry, options.layout);
     warnings.extend(firmware.warnings);
@@ -130,8 +130,7 @@ pub fn plan_with_progress(
         pi: pi_summary(system),
         source: source.summary,
         target: identity(target),
-        table,
-        filesystems,
+        disk,
         copy: copy_plan(system, options, exclusions, scan, space),
         boot_copy,
         edits,
@@ -341,37 +340,48 @@ struct Changes {
     regenerated: Option<Regenerated>,
 }
 
-/// [`Changes`] for the planned table and filesystems, or the refusal of
-/// every part that cannot be made.
+/// [`Changes`] for the planned disk, or the refusal of every part that
+/// cannot be made: the replica's retargeted boot files placed where this
+/// migration puts them, and the trial boot.
 fn changes(
     system: &System,
     options: &Options,
     source: &CheckedSource,
-    table: &TablePlan,
-    filesystems: &[MkfsStep],
+    disk: &replica::DiskLayout,
     trial: Option<EditSite>,
-    cmdline_ops: Vec<EditOperation>,
+    hook_ops: &[EditOperation],
 ) -> Result<Changes, Refusal> {
+    let retargeted = replica::retarget(
+        system,
+        source,
+        &disk.ids(),
+        options.layout,
+        hook_ops,
+        super::regenerated::MOVED_HERE,
+    )
+    .map_err(|reasons| Refusal { reasons })?;
+    let root_partition = disk
+        .part(PartitionRole::Root)
+        .map(|(p, _)| p.number)
+        .unwrap_or(1);
     let edits = plan_edits(
         system,
         source,
-        table,
-        filesystems,
+        &retargeted,
+        root_partition,
         options.layout,
         trial,
-        cmdline_ops,
     );
     let trial_boot = trial
         .map(|site| trial_boot(system, source, site))
         .transpose();
-    let regenerated = raspi_firmware(
-        system,
-        source,
-        table,
-        filesystems,
-        options.layout,
-        trial.is_some(),
-    );
+    let regenerated = retargeted
+        .rootpart
+        .as_ref()
+        .map(|rootpart| {
+            raspi_firmware(rootpart, root_partition, options.layout, trial.is_some())
+        })
+        .transpose();
     match (edits, trial_boot, regenerated) {
         (Ok(edits), Ok(trial_boot), Ok(regenerated)) => Ok(Changes {
             edits,

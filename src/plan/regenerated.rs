@@ -7,20 +7,18 @@
 //! Editing cmdline.txt alone would be undone by the next upgrade, so the
 //! new root's copy of the setting names the new root too.
 
-use super::edits::{file_edit, new_spec, EditTarget};
+use super::edits::{file_edit, EditTarget};
 use super::options::Layout;
-use super::source_check::CheckedSource;
-use super::{
-    EditOperation, EditSite, FileEdit, MkfsStep, PartitionPath, PartitionRole, Reason, TablePlan,
-};
-use crate::bootcfg::defaults::Defaults;
-use crate::bootcfg::DeviceSpec;
-use crate::system::System;
+use super::replica::RootPart;
+use super::{EditSite, FileEdit, PartitionPath, Reason};
 
 /// The settings file the raspi-firmware hooks source.
 pub const RASPI_FIRMWARE_DEFAULTS: &str = "/etc/default/raspi-firmware";
 /// The setting they write into cmdline.txt as `root=`.
 pub const ROOTPART: &str = "ROOTPART";
+
+/// What ROOTPART= on the new root says of itself.
+pub(super) const MOVED_HERE: &str = "Set by pimigrate: the root filesystem moved here; raspi-firmware writes this into cmdline.txt as root=";
 
 /// What the plan does about a regenerating package: the edit of its setting
 /// on the new root, and what to tell the user.
@@ -30,43 +28,15 @@ pub(super) struct Regenerated {
     pub warning: Option<String>,
 }
 
-/// The target root's `/etc/default/raspi-firmware` with `ROOTPART=` naming
-/// the new root (the same kind of name the new cmdline.txt uses), when the
-/// source has the file.
+/// The target root's `/etc/default/raspi-firmware` with the replica's
+/// `ROOTPART=` ([`super::replica::retarget`] decides the value and refuses
+/// what it cannot name).
 pub(super) fn raspi_firmware(
-    system: &System,
-    source: &CheckedSource,
-    table: &TablePlan,
-    filesystems: &[MkfsStep],
+    rootpart: &RootPart,
+    root_partition: u32,
     layout: Layout,
     trial: bool,
-) -> Result<Option<Regenerated>, Reason> {
-    let view = source
-        .summary
-        .root_dir
-        .join(RASPI_FIRMWARE_DEFAULTS.trim_start_matches('/'));
-    let Ok(bytes) = std::fs::read(system.host.path(&view)) else {
-        return Ok(None);
-    };
-    let refuse = |why: String| {
-        Reason::new(
-            "source-raspi-firmware",
-            format!("{RASPI_FIRMWARE_DEFAULTS}: {why}; raspi-firmware rewrites cmdline.txt from it on every kernel update"),
-        )
-        .hint(format!("set {ROOTPART}= to a plain device name (such as {ROOTPART}=PARTUUID=...) or comment it out, then plan again"))
-    };
-    let defaults = Defaults::parse(&bytes).map_err(|e| refuse(e.to_string()))?;
-    let current = defaults.get(ROOTPART).map_err(|e| refuse(e.to_string()))?;
-    if let Some(value) = &current {
-        DeviceSpec::parse(value)
-            .map_err(|e| refuse(format!("{ROOTPART}={value} is not a device name: {e}")))?;
-    }
-    let (root_partition, value) = new_rootpart(source, table, filesystems, current.as_deref());
-    let operations = vec![EditOperation::DefaultsSet {
-        key: ROOTPART.into(),
-        value: value.clone(),
-        comment: "Set by pimigrate: the root filesystem moved here; raspi-firmware writes this into cmdline.txt as root=".into(),
-    }];
+) -> Result<Regenerated, Reason> {
     let backup = format!("{RASPI_FIRMWARE_DEFAULTS}.pimigrate-backup");
     let edit = file_edit(
         EditTarget {
@@ -76,11 +46,12 @@ pub(super) fn raspi_firmware(
             backup: Some(PartitionPath::known(&backup)),
             device: format!("the new root filesystem (partition {root_partition} of the target)"),
         },
-        &bytes,
-        operations,
+        &rootpart.bytes,
+        rootpart.operations.clone(),
     )
-    .map_err(|e| refuse(e.to_string()))?;
-    let was = match &current {
+    .map_err(|e| Reason::new("source-raspi-firmware", format!("{RASPI_FIRMWARE_DEFAULTS}: {e}")))?;
+    let value = &rootpart.value;
+    let was = match &rootpart.current {
         Some(old) => format!("it says {ROOTPART}={old}"),
         None => format!("{ROOTPART} is unset, so it would take whatever `findmnt /` reports"),
     };
@@ -97,35 +68,9 @@ pub(super) fn raspi_firmware(
              cmdline.txt from the SD card's {RASPI_FIRMWARE_DEFAULTS} and undoes the move"
         )
     });
-    Ok(Some(Regenerated {
+    Ok(Regenerated {
         edit,
         note,
         warning,
-    }))
-}
-
-/// The new root's partition number, and its name for ROOTPART: the same
-/// kind of name the new cmdline.txt gets from the old one's.
-fn new_rootpart(
-    source: &CheckedSource,
-    table: &TablePlan,
-    filesystems: &[MkfsStep],
-    current: Option<&str>,
-) -> (u32, String) {
-    let root_part = table
-        .partitions
-        .iter()
-        .find(|p| p.role == PartitionRole::Root)
-        .expect("every layout has a root partition");
-    let root_fs = filesystems
-        .iter()
-        .find(|f| f.partition == root_part.number)
-        .expect("every partition gets a filesystem");
-    let named_as = match current {
-        Some(value) => DeviceSpec::parse(value).ok(),
-        None => source.cmdline.root().ok(),
-    }
-    .unwrap_or(DeviceSpec::PartUuid(String::new()));
-    let value = new_spec(&named_as, &root_part.partuuid, &root_fs.uuid).to_string();
-    (root_part.number, value)
+    })
 }

@@ -157,7 +157,7 @@ fn brief(out: &mut String, plan: &Plan, purpose: Purpose) {
     let _ = writeln!(
         out,
         "      {} partition(s), {} to copy; {state}",
-        plan.table.partitions.len(),
+        plan.disk.table.partitions.len(),
         binary(plan.copy.space.used_bytes)
     );
 }
@@ -203,7 +203,7 @@ fn source(out: &mut String, plan: &Plan) {
 }
 
 fn table(out: &mut String, plan: &Plan) {
-    let table = &plan.table;
+    let table = &plan.disk.table;
     let id_name = match table.kind {
         TableKind::Mbr => "disk signature",
         TableKind::Gpt => "disk GUID",
@@ -250,7 +250,7 @@ fn table(out: &mut String, plan: &Plan) {
 
 fn filesystems(out: &mut String, plan: &Plan) {
     let _ = writeln!(out, "\nFilesystems");
-    for fs in &plan.filesystems {
+    for fs in &plan.disk.filesystems {
         let node = format!("<partition {}>", fs.partition);
         let _ = writeln!(out, "  {}", fs.command_for(&node).join(" "));
     }

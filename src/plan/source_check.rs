@@ -9,17 +9,17 @@ use crate::system::System;
 use std::path::Path;
 
 /// The source's boot files, understood.
-pub(super) struct CheckedSource<'a> {
-    pub(super) fstab: &'a Fstab,
-    pub(super) fstab_bytes: &'a [u8],
-    pub(super) cmdline: &'a Cmdline,
-    pub(super) cmdline_bytes: &'a [u8],
-    pub(super) cmdline_path: &'a Path,
-    pub(super) boot_dir: &'a Path,
-    pub(super) summary: SourceSummary,
+pub(crate) struct CheckedSource<'a> {
+    pub(crate) fstab: &'a Fstab,
+    pub(crate) fstab_bytes: &'a [u8],
+    pub(crate) cmdline: &'a Cmdline,
+    pub(crate) cmdline_bytes: &'a [u8],
+    pub(crate) cmdline_path: &'a Path,
+    pub(crate) boot_dir: &'a Path,
+    pub(crate) summary: SourceSummary,
 }
 
-pub(super) fn check_source<'a>(
+pub(crate) fn check_source<'a>(
     system: &'a System,
     reasons: &mut Vec<Reason>,
 ) -> Option<CheckedSource<'a>> {

@@ -228,7 +228,7 @@ fn result(check: &Check) -> CheckResult {
 fn lay_out(system: &System, layout: &Plan, state_dir: &Path, ctx: &SyncContext) -> Result<()> {
     let dir = state_dir.join(LAYOUT_DIR);
     let mut journal = match Journal::load(&dir)? {
-        Some(journal) if journal.plan.table.disk_id == layout.table.disk_id => journal,
+        Some(journal) if journal.plan.disk.table.disk_id == layout.disk.table.disk_id => journal,
         _ => Journal::new(
             layout.clone(),
             system.host.source_root.clone(),

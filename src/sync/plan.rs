@@ -9,13 +9,14 @@ use super::standby::{self, Found, Standby, StandbyPart};
 use super::superblock;
 use crate::apply::journal::Journal;
 use crate::clock::now;
-use crate::bootcfg::firstboot::{first_boot_hooks, HookAction};
-use crate::bootcfg::{Cmdline, DeviceSpec, Fstab};
-use crate::plan::edits::{file_edit, new_spec, EditTarget};
-use crate::plan::regenerated::{RASPI_FIRMWARE_DEFAULTS, ROOTPART};
+use crate::plan::boot_layout::demands;
+use crate::plan::edits::{boot_relative, file_edit, EditTarget};
+use crate::plan::regenerated::RASPI_FIRMWARE_DEFAULTS;
+use crate::plan::replica::retarget;
+use crate::plan::source_check::check_source;
 use crate::plan::{
-    EditOperation, EditSite, FileEdit, Layout, Options, PartitionPath, PartitionRole, Plan, Reason,
-    Refusal, TableChoice, TrialChoice,
+    EditSite, FileEdit, Layout, Options, PartitionPath, PartitionRole, Plan, Reason, Refusal,
+    TableChoice, TrialChoice,
 };
 use crate::system::disks::Disk;
 use crate::system::source::id_uses;
@@ -211,10 +212,10 @@ fn default_layout(system: &System) -> Layout {
 
 /// The standby a layout plan will make.
 fn planned_standby(disk: &Disk, plan: &Plan) -> Standby {
-    let ss = u64::from(plan.table.sector_size);
+    let ss = u64::from(plan.disk.table.sector_size);
     let part = |role| {
-        let p = plan.table.partitions.iter().find(|p| p.role == role)?;
-        let fs = plan.filesystems.iter().find(|f| f.partition == p.number);
+        let p = plan.disk.table.partitions.iter().find(|p| p.role == role)?;
+        let fs = plan.disk.filesystems.iter().find(|f| f.partition == p.number);
         Some(StandbyPart {
             number: p.number,
             path: None,
@@ -371,16 +372,17 @@ struct Edits {
     boot_command_line: Option<String>,
 }
 
-/// fstab with the standby's own partitions, raspi-firmware's ROOTPART, and
-/// the command line that starts the standby (on its own boot partition, or
-/// for a root-only standby the line to put into the shared one).
+/// What ROOTPART= on a standby says of itself.
+const STANDBY_ROOTPART: &str = "Set by pimigrate sync: this is a standby copy; raspi-firmware writes this into cmdline.txt as root=";
+
+/// The replica's retargeted files ([`crate::plan::replica::retarget`], the
+/// planner `migrate` uses, with its refusals) placed on the standby: fstab
+/// and raspi-firmware's ROOTPART on its root, and the command line that
+/// starts it (on its own boot partition, or for a root-only standby the
+/// line to put into the shared one).
 fn standby_edits(system: &System, standby: &Standby, reasons: &mut Vec<Reason>) -> Edits {
     let mut edits = Edits::default();
-    let root_ids = (
-        standby.root.partuuid.clone().unwrap_or_default(),
-        standby.root.uuid.clone().unwrap_or_default(),
-    );
-    if root_ids.0.is_empty() || root_ids.1.is_empty() {
+    let Some(ids) = standby.ids() else {
         reasons.push(
             Reason::new(
                 "standby-unreadable",
@@ -392,78 +394,52 @@ fn standby_edits(system: &System, standby: &Standby, reasons: &mut Vec<Reason>) 
             .hint("run as root, so pimigrate can read the disk"),
         );
         return edits;
-    }
-    let root_for = |old: &DeviceSpec| new_spec(old, &root_ids.0, &root_ids.1);
+    };
+    let Some(source) = check_source(system, reasons) else {
+        return edits;
+    };
+    let hooks = demands(&source, standby.layout, false, reasons);
+    let retargeted = match retarget(
+        system,
+        &source,
+        &ids,
+        standby.layout,
+        &hooks.cmdline_ops,
+        STANDBY_ROOTPART,
+    ) {
+        Ok(retargeted) => retargeted,
+        Err(found) => {
+            reasons.extend(found);
+            return edits;
+        }
+    };
     let device = format!("the standby's root filesystem {}", standby.root_name());
-    let fstab_file = match &system.source.fstab {
-        Ok(file) => file,
-        Err(err) => {
-            reasons.push(Reason::new("source-fstab", err.to_string()));
-            return edits;
-        }
-    };
-    let fstab = match &fstab_file.parsed {
-        Ok(fstab) => fstab,
-        Err(err) => {
-            reasons.push(Reason::new("source-fstab", err.to_string()).hint(
-                "fix /etc/fstab first; pimigrate edits the standby's copy of it and will not guess",
-            ));
-            return edits;
-        }
-    };
-    let fstab_ops = fstab_ops(fstab, standby, &root_for);
     let fail = |what: &str, err: &dyn std::fmt::Display| {
         Reason::new("source-edit", format!("{what}: {err}"))
     };
-    if !fstab_ops.is_empty() {
+    if !retargeted.fstab.is_empty() {
         let file = PartitionPath::known("/etc/fstab");
-        match file_edit(
-            EditTarget {
-                site: EditSite::TargetRoot,
-                file: &file,
-                output: &file,
-                backup: None,
-                device: device.clone(),
-            },
-            &fstab_file.bytes,
-            fstab_ops,
-        ) {
+        match file_edit(on_root(&file, &device), source.fstab_bytes, retargeted.fstab) {
             Ok(edit) => edits.root.push(edit),
             Err(err) => reasons.push(fail("/etc/fstab", &err)),
         }
     }
-    if let Some(edit) = rootpart_edit(system, &root_for, &device, reasons) {
-        edits.root.push(edit);
+    if let Some(rootpart) = retargeted.rootpart {
+        let file = PartitionPath::known(RASPI_FIRMWARE_DEFAULTS);
+        match file_edit(on_root(&file, &device), &rootpart.bytes, rootpart.operations) {
+            Ok(edit) => edits.root.push(edit),
+            Err(err) => reasons.push(fail(RASPI_FIRMWARE_DEFAULTS, &err)),
+        }
     }
-    let cmdline_file = match &system.source.cmdline {
-        Ok(file) => file,
-        Err(err) => {
-            reasons.push(Reason::new("source-cmdline", err.to_string()));
-            return edits;
-        }
-    };
-    let cmdline = match &cmdline_file.parsed {
-        Ok(cmdline) => cmdline,
-        Err(err) => {
-            reasons.push(Reason::new("source-cmdline", err.to_string()));
-            return edits;
-        }
-    };
-    let ops = match cmdline_ops(cmdline, &root_for) {
-        Ok(ops) => ops,
-        Err(reason) => {
-            reasons.push(reason);
-            return edits;
-        }
-    };
     match standby.layout {
         Layout::Full => {
-            let name = cmdline_file
-                .path
-                .strip_prefix(system.source.boot_dir.as_deref().unwrap_or(Path::new("/")))
-                .ok()
-                .and_then(|p| PartitionPath::new(p).ok())
-                .unwrap_or_else(|| PartitionPath::known("/cmdline.txt"));
+            let name = match boot_relative(&source, source.cmdline_path) {
+                Ok(name) => name,
+                Err(reason) => {
+                    reasons.push(reason);
+                    return edits;
+                }
+            };
             let boot = standby.boot.as_ref().map(|b| b.name(&standby.disk.path));
             match file_edit(
                 EditTarget {
@@ -473,14 +449,14 @@ fn standby_edits(system: &System, standby: &Standby, reasons: &mut Vec<Reason>) 
                     backup: None,
                     device: format!("the standby's boot partition {}", boot.unwrap_or_default()),
                 },
-                &cmdline_file.bytes,
-                ops,
+                source.cmdline_bytes,
+                retargeted.cmdline,
             ) {
                 Ok(edit) => edits.boot_cmdline = Some(edit),
                 Err(err) => reasons.push(fail("cmdline.txt", &err)),
             }
         }
-        Layout::RootOnly => match crate::plan::edits::apply(&cmdline_file.bytes, &ops) {
+        Layout::RootOnly => match crate::plan::edits::apply(source.cmdline_bytes, &retargeted.cmdline) {
             Ok(bytes) => {
                 edits.boot_command_line =
                     Some(String::from_utf8_lossy(&bytes).trim_end().to_string())
@@ -491,113 +467,15 @@ fn standby_edits(system: &System, standby: &Standby, reasons: &mut Vec<Reason>) 
     edits
 }
 
-/// `/` names the standby's root; a full standby's boot line its own boot
-/// partition (a root-only standby shares the running system's, whose line
-/// stays as it is).
-fn fstab_ops(
-    fstab: &Fstab,
-    standby: &Standby,
-    root_for: &dyn Fn(&DeviceSpec) -> DeviceSpec,
-) -> Vec<EditOperation> {
-    let mut ops = Vec::new();
-    if let Ok(Ok(old)) = fstab.root().map(|e| e.device_spec()) {
-        ops.push(EditOperation::FstabSetSpec {
-            mountpoint: "/".into(),
-            spec: root_for(&old),
-        });
+/// A file of the standby's root, edited in place.
+fn on_root<'a>(file: &'a PartitionPath, device: &str) -> EditTarget<'a> {
+    EditTarget {
+        site: EditSite::TargetRoot,
+        file,
+        output: file,
+        backup: None,
+        device: device.to_string(),
     }
-    if let (Some(entry), Some(boot)) = (fstab.boot(), &standby.boot) {
-        if let (Ok(old), Some(partuuid), Some(uuid)) =
-            (entry.device_spec(), &boot.partuuid, &boot.uuid)
-        {
-            ops.push(EditOperation::FstabSetSpec {
-                mountpoint: entry.mountpoint.clone(),
-                spec: new_spec(&old, partuuid, uuid),
-            });
-        }
-    }
-    ops
-}
-
-/// root= set to the standby's root, `rootwait` if missing, and the
-/// first-boot hooks migrate leaves out left out here too.
-fn cmdline_ops(
-    cmdline: &Cmdline,
-    root_for: &dyn Fn(&DeviceSpec) -> DeviceSpec,
-) -> Result<Vec<EditOperation>, Reason> {
-    let old = cmdline
-        .root()
-        .map_err(|e| Reason::new("source-cmdline", e.to_string()))?;
-    let mut ops = vec![EditOperation::CmdlineSetRoot {
-        spec: root_for(&old),
-    }];
-    if !cmdline.has("rootwait") {
-        ops.push(EditOperation::CmdlineAdd {
-            arg: "rootwait".into(),
-        });
-    }
-    for hook in first_boot_hooks(cmdline) {
-        match hook.action {
-            HookAction::LeaveOut => ops.push(EditOperation::CmdlineRemove { arg: hook.arg }),
-            HookAction::BootOnceFirst => {
-                return Err(Reason::new(
-                    "first-boot-pending",
-                    format!(
-                    "the command line has `{}`: this system has not finished its first boot ({})",
-                    hook.arg, hook.what
-                ),
-                )
-                .hint("let the first boot finish (it reboots by itself), then sync"))
-            }
-        }
-    }
-    Ok(ops)
-}
-
-/// raspi-firmware writes cmdline.txt from ROOTPART on every kernel update:
-/// on the standby it names the standby's root.
-fn rootpart_edit(
-    system: &System,
-    root_for: &dyn Fn(&DeviceSpec) -> DeviceSpec,
-    device: &str,
-    reasons: &mut Vec<Reason>,
-) -> Option<FileEdit> {
-    let view = system
-        .source
-        .root_dir
-        .join(RASPI_FIRMWARE_DEFAULTS.trim_start_matches('/'));
-    let bytes = std::fs::read(system.host.path(&view)).ok()?;
-    let old = system
-        .source
-        .cmdline
-        .as_ref()
-        .ok()
-        .and_then(|c| c.ok())
-        .and_then(|c| c.root().ok())
-        .unwrap_or(DeviceSpec::PartUuid(String::new()));
-    let file = PartitionPath::known(RASPI_FIRMWARE_DEFAULTS);
-    file_edit(
-        EditTarget {
-            site: EditSite::TargetRoot,
-            file: &file,
-            output: &file,
-            backup: None,
-            device: device.to_string(),
-        },
-        &bytes,
-        vec![EditOperation::DefaultsSet {
-            key: ROOTPART.into(),
-            value: root_for(&old).to_string(),
-            comment: "Set by pimigrate sync: this is a standby copy; raspi-firmware writes this into cmdline.txt as root=".into(),
-        }],
-    )
-    .map_err(|err| {
-        reasons.push(Reason::new(
-            "source-raspi-firmware",
-            format!("{RASPI_FIRMWARE_DEFAULTS}: {err}"),
-        ))
-    })
-    .ok()
 }
 
 /// Whether the copy may trust the source's ctimes (see

@@ -19,9 +19,9 @@ pub fn plan_text(plan: &SyncPlan, verbose: bool) -> String {
         let _ = writeln!(
             out,
             "  first sync: EVERYTHING ON {disk} IS ERASED; new {} table, fresh ids:",
-            layout.table.kind
+            layout.disk.table.kind
         );
-        for (part, fs) in layout.table.partitions.iter().zip(&layout.filesystems) {
+        for (part, fs) in layout.disk.table.partitions.iter().zip(&layout.disk.filesystems) {
             let _ = writeln!(
                 out,
                 "    partition {} {:>10}  {} PARTUUID={} UUID={} LABEL={}",

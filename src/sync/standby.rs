@@ -91,6 +91,25 @@ impl Standby {
         self.root.name(&self.disk.path)
     }
 
+    /// The ids its own files name, when both of each partition's could be
+    /// read.
+    pub fn ids(&self) -> Option<crate::plan::replica::ReplicaIds> {
+        use crate::plan::replica::{OwnIds, ReplicaIds};
+        let own = |part: &StandbyPart| {
+            Some(OwnIds {
+                partuuid: part.partuuid.clone()?,
+                uuid: part.uuid.clone()?,
+            })
+        };
+        Some(ReplicaIds {
+            root: own(&self.root)?,
+            boot: match &self.boot {
+                Some(boot) => Some(own(boot)?),
+                None => None,
+            },
+        })
+    }
+
     /// Every id of the standby's partitions: PARTUUIDs, filesystem UUIDs
     /// and labels.
     pub fn specs(&self) -> Vec<DeviceSpec> {

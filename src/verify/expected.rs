@@ -48,12 +48,13 @@ impl Expected {
             Layout::RootOnly => plan.source.boot_spec.clone(),
         };
         let mut new_ids: Vec<DeviceSpec> = plan
+            .disk
             .table
             .partitions
             .iter()
             .map(|p| DeviceSpec::PartUuid(p.partuuid.clone()))
             .collect();
-        for fs in &plan.filesystems {
+        for fs in &plan.disk.filesystems {
             new_ids.push(DeviceSpec::Uuid(fs.uuid.clone()));
             new_ids.push(DeviceSpec::Label(fs.label.clone()));
         }
@@ -133,7 +134,7 @@ impl Expected {
 }
 
 fn partuuid_of(plan: &Plan, role: PartitionRole) -> Option<String> {
-    plan.table
+    plan.disk.table
         .partitions
         .iter()
         .find(|p| p.role == role)

@@ -29,11 +29,12 @@ pub(super) fn in_short(plan: &Plan) -> String {
 }
 
 fn erased(plan: &Plan) -> String {
-    let table = match plan.table.kind {
+    let table = match plan.disk.table.kind {
         TableKind::Mbr => "an MBR partition table",
         TableKind::Gpt => "a GPT partition table",
     };
     let partitions: Vec<String> = plan
+        .disk
         .table
         .partitions
         .iter()
