@@ -134,6 +134,12 @@ pub struct SyncArgs {
     #[arg(long)]
     pub dry_run: bool,
 
+    /// Sync a standby that changed since its last sync (mounted read-write
+    /// elsewhere, or booted), overwriting those changes. Without it such a
+    /// standby is refused (--yes, the timer) or the sync asks.
+    #[arg(long)]
+    pub overwrite_changes: bool,
+
     /// End the sync with an error when the standby shows no progress for
     /// this many seconds (a card that stops answering).
     #[arg(long, value_name = "SECS", default_value_t = crate::sync::DEFAULT_STALL_TIMEOUT_SECS,

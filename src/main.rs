@@ -6,6 +6,11 @@ fn main() -> ExitCode {
     let cli = pimigrate::cli::Cli::parse();
     match pimigrate::commands::run(&cli) {
         Ok(code) => ExitCode::from(code),
+        // Esc or Ctrl-C at a question: nothing was written.
+        Err(err) if pimigrate::ui::is_aborted(&err) => {
+            eprintln!("pimigrate: stopped at your request; nothing was written");
+            ExitCode::from(pimigrate::exit::EXIT_INTERRUPTED)
+        }
         Err(err) => {
             eprintln!("pimigrate: {err:#}");
             ExitCode::from(pimigrate::exit::EXIT_ERROR)

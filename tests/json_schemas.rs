@@ -123,11 +123,14 @@ fn sync_plans_and_refusals() {
             "1",
         ],
     );
-    assert_eq!(schema_of(&dry, 0), "pimigrate.sync/1");
+    assert_eq!(schema_of(&dry, 0), "pimigrate.sync/2");
     let value = json(&dry);
     assert_eq!(value["result"], "dry-run");
     assert_eq!(value["plan"]["standby"]["layout"], "full");
-    assert_eq!(value["plan"]["layout"]["schema"], "pimigrate.plan/1");
+    // The first sync's disk layout: the table and filesystems alone.
+    assert!(value["plan"]["layout"]["table"]["partitions"].is_array());
+    assert!(value["plan"]["layout"]["filesystems"].is_array());
+    assert!(value["plan"]["layout"].get("schema").is_none());
     // No standby and no journal: refused, with the way out.
     let refused = on_fixture("pi4", &["--json", "sync", "--dry-run"]);
     assert_eq!(schema_of(&refused, 3), "pimigrate.refusal/1");

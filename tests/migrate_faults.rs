@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 /// Points and hit counts to kill at: every point once, and later hits of
 /// the atomic writes (the journal is saved through them after every step).
 fn kill_points() -> Vec<String> {
-    let mut points: Vec<String> = pimigrate::failpoint::POINTS
+    let mut points: Vec<String> = pimigrate::failpoint::MIGRATE
         .iter()
         .map(|p| p.to_string())
         .collect();

@@ -142,7 +142,7 @@ fn a_first_sync_lays_out_and_copies_and_later_ones_carry_every_change_over() {
     // partition of its own) and a full copy.
     let first = synced(&rig.run(&["--json", "sync", "--to", &rig.device, "--yes"], None));
     let layout = &first["plan"]["layout"];
-    assert_eq!(layout["layout"], "root-only");
+    assert_eq!(first["plan"]["standby"]["layout"], "root-only");
     let partuuid = layout["table"]["partitions"][0]["partuuid"]
         .as_str()
         .unwrap()
@@ -231,9 +231,7 @@ fn a_first_sync_lays_out_and_copies_and_later_ones_carry_every_change_over() {
         "{comparison}"
     );
     // What changed: file-1, new-file, the renamed directory's mode-only and
-    // xattr-only (new names), etc/fstab (the standby's own differs from the
-    // source's every time, so it is copied and edited again), and
-    // link-to-3's data when the walker meets that name before file-3 (the
+    // xattr-only (new names), and link-to-3's data when the walker meets that name before file-3 (the
     // order of a directory's entries is the filesystem's).
     let copy = &second["outcome"]["copy"];
     assert!(
@@ -561,4 +559,202 @@ fn a_standby_that_stops_answering_ends_the_sync_with_a_clear_error_and_the_next_
     let again = synced(&rig.run(&["--json", "sync", "--yes"], None));
     assert_eq!(again["outcome"]["record"]["state"], "complete");
     drop(standby);
+}
+
+/// Mounts the standby's root read-write at `start_sector`, as another
+/// machine would, runs `change` on it and unmounts it.
+fn mounted_elsewhere(rig: &MigrationRig, start_sector: u64, change: impl FnOnce(&Path)) {
+    let part = Loop::attach(&rig.image, Some(start_sector * 512), false);
+    let mnt = tempfile::tempdir().unwrap();
+    assert!(Command::new("mount")
+        .arg(&part.device)
+        .arg(mnt.path())
+        .status()
+        .unwrap()
+        .success());
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| change(mnt.path())));
+    assert!(Command::new("umount")
+        .arg(mnt.path())
+        .status()
+        .unwrap()
+        .success());
+    drop(part);
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// A standby changed behind the sync's back is not overwritten without a
+/// word: mounted read-only elsewhere, or read-write with nothing changed,
+/// it syncs as before; with a file written on it, `sync --yes` (the
+/// timer's command) refuses with exit 3 naming the file, `devices` says
+/// so, and `--overwrite-changes` syncs it.
+#[test]
+fn a_standby_changed_elsewhere_is_refused_until_the_owner_says_overwrite() {
+    if !require_root("syncing to a loop device") {
+        return;
+    }
+    let SyncRig { rig, _sd, _turn } = setup();
+    let tree = rig.tree.path().to_path_buf();
+    let first = synced(&rig.run(&["--json", "sync", "--to", &rig.device, "--yes"], None));
+    let start = root_start(&first);
+
+    // Read-only elsewhere: nothing to say.
+    rig.inspect_partition(start, |_| {});
+    let plan = synced(&rig.run(&["--json", "sync", "--yes"], None));
+    assert_eq!(plan["plan"]["divergence"]["state"], "unchanged", "{plan:#}");
+
+    // Read-write with nothing changed: it syncs.
+    mounted_elsewhere(&rig, start, |_| {});
+    let plan = synced(&rig.run(&["--json", "sync", "--yes"], None));
+    assert_eq!(
+        plan["plan"]["divergence"]["state"], "mounted-only",
+        "{plan:#}"
+    );
+
+    // A file written there: refused, named, and said by devices.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    mounted_elsewhere(&rig, start, |root| {
+        std::fs::write(root.join("srv/data/theirs"), "written on another machine\n").unwrap();
+    });
+    std::fs::write(tree.join("srv/data/file-5"), "a change to sync\n").unwrap();
+    let refused = rig.run(&["--json", "sync", "--yes"], None);
+    assert_eq!(exit_code(&refused), 3, "{}", stderr(&refused));
+    let reason = &json(&refused)["reasons"][0];
+    assert_eq!(reason["code"], "standby-changed", "{reason}");
+    assert!(
+        reason["message"]
+            .as_str()
+            .unwrap()
+            .contains("/srv/data/theirs"),
+        "{reason}"
+    );
+    assert!(
+        reason["hint"]
+            .as_str()
+            .unwrap()
+            .contains("--overwrite-changes"),
+        "{reason}"
+    );
+    rig.inspect_partition(start, |root| {
+        assert!(root.join("srv/data/theirs").exists(), "nothing was written");
+    });
+    let text = stdout(&rig.run(&["devices", "--all"], None));
+    assert!(
+        text.contains("standby changed since its last sync"),
+        "{text}"
+    );
+
+    let overwritten = synced(&rig.run(&["--json", "sync", "--yes", "--overwrite-changes"], None));
+    assert_eq!(overwritten["plan"]["divergence"]["state"], "changed");
+    rig.inspect_partition(start, |root| {
+        assert!(!root.join("srv/data/theirs").exists());
+        assert_eq!(differences(&tree, root, true), Vec::<String>::new());
+    });
+}
+
+/// No sync while a migration is pending: a trial not committed keeps the
+/// disk it falls back to untouched, and the refusal names the way on.
+#[test]
+fn a_sync_waits_for_a_pending_trial() {
+    if !require_root("migrating to a loop device") {
+        return;
+    }
+    let SyncRig { rig, _sd, _turn } = setup();
+    let migrated = rig.run(
+        &[
+            "migrate",
+            "--target",
+            &rig.device,
+            "--yes",
+            "--trial",
+            "always",
+        ],
+        None,
+    );
+    assert_eq!(exit_code(&migrated), 0, "{}", stderr(&migrated));
+    let refused = rig.run(&["--json", "sync", "--yes"], None);
+    assert_eq!(exit_code(&refused), 3, "{}", stderr(&refused));
+    let reason = &json(&refused)["reasons"][0];
+    assert_eq!(reason["code"], "migration-pending");
+    let hint = reason["hint"].as_str().unwrap();
+    assert!(
+        hint.contains("verify --commit") && hint.contains("rollback"),
+        "{hint}"
+    );
+    assert!(!rig.state.path().join("standby.json").exists());
+}
+
+/// Writes into a standby never follow its symlinks: a standby whose
+/// `var/lib/pimigrate` (where its record goes) and a synced directory were
+/// replaced by links to directories outside it is synced with nothing
+/// outside it changed, and both are directories of its own again.
+#[test]
+fn links_planted_on_the_standby_are_never_followed() {
+    if !require_root("syncing to a loop device") {
+        return;
+    }
+    let SyncRig { rig, _sd, _turn } = setup();
+    let tree = rig.tree.path().to_path_buf();
+    let first = synced(&rig.run(&["--json", "sync", "--to", &rig.device, "--yes"], None));
+    let start = root_start(&first);
+    let outside = tempfile::tempdir().unwrap();
+    for dir in ["records", "data"] {
+        std::fs::create_dir_all(outside.path().join(dir)).unwrap();
+        std::fs::write(outside.path().join(dir).join("keep"), "outside\n").unwrap();
+    }
+    let before = snapshot(outside.path());
+    mounted_elsewhere(&rig, start, |root| {
+        std::fs::remove_dir_all(root.join("var/lib/pimigrate")).unwrap();
+        std::os::unix::fs::symlink(
+            outside.path().join("records"),
+            root.join("var/lib/pimigrate"),
+        )
+        .unwrap();
+        std::fs::remove_dir_all(root.join("srv/data")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("data"), root.join("srv/data")).unwrap();
+    });
+    for i in 0..5 {
+        std::fs::write(tree.join(format!("srv/data/file-{i}")), "changed\n").unwrap();
+    }
+    synced(&rig.run(&["--json", "sync", "--yes", "--overwrite-changes"], None));
+    assert_eq!(
+        snapshot(outside.path()),
+        before,
+        "nothing outside the standby changed"
+    );
+    rig.inspect_partition(start, |root| {
+        for dir in ["var/lib/pimigrate", "srv/data"] {
+            assert!(
+                std::fs::symlink_metadata(root.join(dir)).unwrap().is_dir(),
+                "{dir} is a directory again"
+            );
+        }
+        assert!(root.join("var/lib/pimigrate/standby.json").exists());
+        assert_eq!(differences(&tree, root, true), Vec::<String>::new());
+    });
+}
+
+/// Every entry below `dir`: its path, bytes and times.
+fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>, i64, i64)> {
+    let mut entries: Vec<_> = walkdir::WalkDir::new(dir)
+        .into_iter()
+        .map(|e| e.unwrap())
+        .map(|e| {
+            let meta = e.path().symlink_metadata().unwrap();
+            let bytes = if meta.is_file() {
+                std::fs::read(e.path()).unwrap()
+            } else {
+                Vec::new()
+            };
+            (
+                e.path().display().to_string(),
+                bytes,
+                meta.mtime(),
+                meta.ctime(),
+            )
+        })
+        .collect();
+    entries.sort();
+    entries
 }

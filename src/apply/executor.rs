@@ -5,22 +5,23 @@
 //! first; the source's boot files change last, atomically, after a backup,
 //! so an interruption at any point leaves a Pi that boots as before.
 
+use super::atomic;
 use super::boot_partition::{BootWriter, StateLock};
+use super::boot_tree;
 use super::bootloader;
+use super::copy_root::{copy_root, RootCopy};
+use super::edit_files::write_edited;
 use super::journal::{Journal, Step};
+use super::layout::{lay_out, LayoutRecord};
 use super::log::MigrationLog;
-use super::loopparts::PartitionLoops;
-use super::mount::{bind_read_only, mount_device, Mounted};
-use super::reread::{reread_partition_table, wait_for_partitions, ReReadOutcome};
+use super::mount::{mount_device, Mounted};
 use super::sd_boot::SdBoot;
-use super::{atomic, table, wipe};
 use crate::host::Host;
 use crate::plan::trial::{self, CONFIG_TXT};
 use crate::plan::{edits, EditSite, FileEdit, PartitionPath, PartitionRole, Plan, TargetIdentity};
-use crate::system::disks::Transport;
 use crate::system::System;
 use anyhow::{bail, Context, Result};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -29,23 +30,20 @@ pub struct ApplyContext<'a> {
     pub cancel: &'a AtomicBool,
     /// A new step begins.
     pub step: &'a dyn Fn(&str),
-    /// The copy's progress: bytes and files so far.
-    pub copy_progress: &'a dyn Fn(u64, u64),
+    /// The copy's progress: bytes copied and entries looked at so far.
+    pub progress: &'a dyn Fn(u64, u64),
     /// The migration's log, copied onto the new root with the journal.
     pub log: Option<&'a MigrationLog>,
 }
 
 impl ApplyContext<'_> {
-    fn check_cancel(&self) -> Result<()> {
+    pub(crate) fn check_cancel(&self) -> Result<()> {
         if self.cancel.load(Ordering::SeqCst) {
             bail!("interrupted; the source is unchanged. `pimigrate migrate --resume` carries on, `pimigrate rollback` undoes");
         }
         Ok(())
     }
 }
-
-/// How long the kernel and udev get to create partition devices.
-const PARTITION_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Applies `plan` (a fresh journal), or carries on with `journal` (resume).
 pub fn apply(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<Journal> {
@@ -131,24 +129,40 @@ fn apply_steps(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<
     remember_bootloader_config(&mut journal, &state_dir)?;
     ctx.check_cancel()?;
 
-    let devices = partition_and_format(&plan, &mut journal, &state_dir, ctx)?;
+    let devices = lay_out(
+        &plan.target,
+        &plan.disk,
+        &mut JournalAt {
+            journal: &mut journal,
+            dir: &state_dir,
+        },
+        ctx,
+    )?;
     ctx.check_cancel()?;
 
-    let root_device = device_for(&plan, &devices, PartitionRole::Root)?;
-    let target_root = mount_device(&root_device, "ext4", "target-root")?;
+    let root_device = devices.of(part_number(&plan, PartitionRole::Root)?)?;
+    let target_root = mount_device(root_device, "ext4", "target-root")?;
     crate::failpoint::hit("after-mount");
     if !journal.is_done(Step::Copied) {
         copy_root_step(host, &mut journal, &target_root, &state_dir, ctx)?;
     }
     ctx.check_cancel()?;
 
+    let source_boot_dir = host.path(&journal.boot_dir);
     let target_boot = match &plan.boot_copy {
         Some(_) => {
-            let boot_device = device_for(&plan, &devices, PartitionRole::Boot)?;
-            let mounted = mount_device(&boot_device, "vfat", "target-boot")?;
+            let boot_device = devices.of(part_number(&plan, PartitionRole::Boot)?)?;
+            let mounted = mount_device(boot_device, "vfat", "target-boot")?;
             if !journal.is_done(Step::BootFilesCopied) {
                 (ctx.step)("copying the boot files to the new boot partition");
-                copy_boot_files(&host.path(&journal.boot_dir), mounted.path())?;
+                boot_tree::sync(
+                    &source_boot_dir,
+                    mounted.path(),
+                    &own_names(&plan, EditSite::TargetBoot),
+                    false,
+                    ctx.cancel,
+                    &|| {},
+                )?;
                 mounted.sync()?;
                 journal.mark(Step::BootFilesCopied, &state_dir)?;
             }
@@ -159,7 +173,15 @@ fn apply_steps(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<
 
     if !journal.is_done(Step::TargetEdited) {
         (ctx.step)("editing fstab (and cmdline.txt) on the target");
-        edit_target(&plan, &target_root, target_boot.as_ref())?;
+        let source_root = host.path(&journal.source_root);
+        edit_target(
+            &plan,
+            &source_root,
+            &source_boot_dir,
+            &target_root,
+            target_boot.as_ref(),
+        )?;
+        target_root.sync()?;
         if let Some(boot) = &target_boot {
             write_target_trial(&plan, boot, system.pi.config_filter)?;
             boot.sync()?;
@@ -317,24 +339,9 @@ pub(crate) fn check_identity(system: &System, planned: &TargetIdentity) -> Resul
     Ok(())
 }
 
-/// Partition devices, from the kernel or attached by hand for a loop target.
-pub(crate) enum PartitionDevices {
-    Kernel(Vec<PathBuf>),
-    Loops(PartitionLoops),
-}
-
-impl PartitionDevices {
-    pub(crate) fn paths(&self) -> Vec<PathBuf> {
-        match self {
-            PartitionDevices::Kernel(paths) => paths.clone(),
-            PartitionDevices::Loops(loops) => loops.devices().to_vec(),
-        }
-    }
-}
-
-/// The live root, bound read-only, copied onto the mounted target root,
-/// and on the target's disk before the journal says so: after a power
-/// cut a resume trusts this step and copies nothing again.
+/// The live root copied onto the mounted target root (both passes), and
+/// on the target's disk before the journal says so: after a power cut a
+/// resume trusts this step and copies nothing again.
 fn copy_root_step(
     host: &Host,
     journal: &mut Journal,
@@ -343,206 +350,94 @@ fn copy_root_step(
     ctx: &ApplyContext,
 ) -> Result<()> {
     (ctx.step)("copying the root filesystem");
-    let source = bind_read_only(&host.path(&journal.source_root), "source-root")?;
-    super::copy_root::copy_root(source.path(), target_root.path(), &journal.plan, ctx)?;
-    source.unmount()?;
+    let plan = &journal.plan;
+    let own = own_files(plan);
+    let own: Vec<&str> = own.iter().map(String::as_str).collect();
+    copy_root(
+        &RootCopy {
+            source: &host.path(&journal.source_root),
+            exclusions: &plan.copy.exclusions,
+            own_files: &own,
+            checksum: plan.copy.checksum,
+            changed_since: None,
+            fresh: true,
+            then: "the source is unchanged; fix these and run `pimigrate migrate --resume`",
+        },
+        target_root.path(),
+        ctx,
+    )?;
     target_root.sync()?;
     crate::failpoint::hit("after-copy");
     journal.mark(Step::Copied, state_dir)
 }
 
-/// The plan's edits of the target's files (fstab, and a full move's
-/// cmdline.txt on the new boot partition), each in place.
-fn edit_target(plan: &Plan, target_root: &Mounted, target_boot: Option<&Mounted>) -> Result<()> {
-    for edit in plan.edits.iter().filter(|e| e.site != EditSite::SourceBoot) {
-        let root = match edit.site {
-            EditSite::TargetBoot => target_boot.map(Mounted::path),
-            _ => Some(target_root.path()),
-        }
-        .context("the plan edits a target boot partition it does not have")?;
-        edit_in_place(root, edit)?;
-    }
-    Ok(())
-}
-
-fn device_for(plan: &Plan, devices: &PartitionDevices, role: PartitionRole) -> Result<PathBuf> {
-    let index = plan
-        .disk
-        .table
-        .partitions
+/// The files on the new root the plan edits: the copy leaves them out and
+/// the edits write them.
+fn own_files(plan: &Plan) -> Vec<String> {
+    plan.edits
         .iter()
-        .position(|p| p.role == role)
-        .with_context(|| format!("the plan has no {role:?} partition"))?;
-    devices
-        .paths()
-        .get(index)
-        .cloned()
-        .context("a partition device is missing")
+        .filter(|e| e.site == EditSite::TargetRoot)
+        .map(|e| e.output.to_string())
+        .collect()
 }
 
-/// The target disk opened for writing with O_EXCL (the kernel refuses if
-/// anything mounted or holds it) and flock'ed (udev keeps away from a
-/// disk while its node is).
-fn open_exclusive(path: &Path) -> Result<nix::fcntl::Flock<std::fs::File>> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let disk = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(nix::libc::O_EXCL)
-        .open(path)
-        .with_context(|| {
-            format!(
-                "opening {} for writing (is something using it?)",
-                path.display()
-            )
-        })?;
-    nix::fcntl::Flock::lock(disk, nix::fcntl::FlockArg::LockExclusive)
-        .map_err(|(_, err)| err)
-        .with_context(|| format!("locking {}", path.display()))
+/// The names on the new boot partition the plan edits, which the boot
+/// tree's copy leaves to the edits.
+fn own_names(plan: &Plan, site: EditSite) -> Vec<String> {
+    plan.edits
+        .iter()
+        .filter(|e| e.site == site)
+        .map(|e| e.output.file_name().to_string_lossy().into_owned())
+        .collect()
 }
 
-/// The new partitions' devices: the kernel's nodes once they appear, or,
-/// where the kernel reads no partition table (a loop device without
-/// partition support), a loop device over each partition's range.
-fn partition_devices(plan: &Plan, reread: ReReadOutcome) -> Result<PartitionDevices> {
-    let target = &plan.target;
-    let ss = u64::from(plan.disk.table.sector_size);
-    Ok(match reread {
-        ReReadOutcome::Done => {
-            let sys_disk = Path::new("/sys/class/block").join(&target.name);
-            let numbers: Vec<u32> = plan.disk.table.partitions.iter().map(|p| p.number).collect();
-            PartitionDevices::Kernel(wait_for_partitions(&sys_disk, &numbers, PARTITION_TIMEOUT)?)
-        }
-        ReReadOutcome::NotSupported if target.transport == Transport::Virtual => {
-            let ranges: Vec<(u64, u64)> = plan
-                .disk
-                .table
-                .partitions
-                .iter()
-                .map(|p| (p.start_sector * ss, p.size_bytes))
-                .collect();
-            PartitionDevices::Loops(PartitionLoops::attach(&target.path, &ranges)?)
-        }
-        ReReadOutcome::NotSupported => bail!(
-            "{} does not take a partition table (the kernel refused to read one)",
-            target.path.display()
-        ),
-    })
-}
-
-/// The table and the filesystems, each step journaled (also a first
-/// `pimigrate sync`'s layout of its standby).
-pub(crate) fn partition_and_format(
+/// The plan's edits of the target's files (fstab, ROOTPART, and a full
+/// move's cmdline.txt on the new boot partition), made on the running
+/// system's files as they are now.
+fn edit_target(
     plan: &Plan,
-    journal: &mut Journal,
-    state_dir: &Path,
-    ctx: &ApplyContext,
-) -> Result<PartitionDevices> {
-    let target = &plan.target;
-    let mut disk = open_exclusive(&target.path)?;
-    let ss = u64::from(plan.disk.table.sector_size);
-    if !journal.is_done(Step::Partitioned) {
-        (ctx.step)(&format!(
-            "writing a new {} partition table to {}",
-            plan.disk.table.kind,
-            target.path.display()
-        ));
-        let starts: Vec<u64> = plan
-            .disk
-            .table
-            .partitions
-            .iter()
-            .map(|p| p.start_sector * ss)
-            .collect();
-        crate::failpoint::hit("before-wipe");
-        wipe::wipe_signatures(&disk, target.size_bytes, &starts)?;
-        crate::failpoint::hit("after-wipe");
-        table::write_table(&mut *disk, &plan.disk.table, target.size_bytes)?;
-        crate::failpoint::hit("after-table");
-        disk.sync_all()
-            .with_context(|| format!("flushing {}", target.path.display()))?;
-        journal.mark(Step::Partitioned, state_dir)?;
-    }
-    let reread = reread_partition_table(&disk, &target.path)?;
-    // Let go of the disk before udev and mkfs need it: while the whole disk
-    // is held with O_EXCL the kernel refuses an exclusive open of any of its
-    // partitions (mke2fs: "apparently in use by the system"), and while it
-    // is flock'ed udev does not probe the new partitions (settle times out).
-    drop(disk);
-    crate::failpoint::hit("after-reread");
-    let devices = partition_devices(plan, reread)?;
-    if !journal.is_done(Step::Formatted) {
-        for (mkfs, device) in plan.disk.filesystems.iter().zip(devices.paths()) {
-            (ctx.step)(&format!("creating {} on {}", mkfs.fstype, device.display()));
-            run_mkfs(&mkfs.command_for(&device.to_string_lossy()))?;
-            flush_device(&device)?;
-            crate::failpoint::hit("after-mkfs");
-        }
-        journal.mark(Step::Formatted, state_dir)?;
-    }
-    Ok(devices)
-}
-
-/// Flushes what mkfs wrote to `device` before the journal says it ran
-/// (mkfs.vfat does not flush by itself).
-fn flush_device(device: &Path) -> Result<()> {
-    std::fs::File::open(device)
-        .and_then(|d| d.sync_all())
-        .with_context(|| format!("flushing {}", device.display()))
-}
-
-/// Runs a planned mkfs command (the partition's device already put in).
-fn run_mkfs(command: &[String]) -> Result<()> {
-    let (program, args) = command.split_first().context("an empty mkfs command")?;
-    let Some(path) = crate::tools::which(program) else {
-        bail!(
-            "{program} is not installed: sudo apt install {}",
-            crate::tools::package_for(program)
-        );
-    };
-    let output = std::process::Command::new(&path)
-        .args(args)
-        .output()
-        .with_context(|| format!("running {program}"))?;
-    if !output.status.success() {
-        bail!(
-            "`{program} {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
+    source_root: &Path,
+    source_boot: &Path,
+    target_root: &Mounted,
+    target_boot: Option<&Mounted>,
+) -> Result<()> {
+    for edit in plan.edits.iter().filter(|e| e.site != EditSite::SourceBoot) {
+        let (from, to) = match edit.site {
+            EditSite::TargetBoot => (
+                source_boot,
+                target_boot
+                    .map(Mounted::path)
+                    .context("the plan edits a target boot partition it does not have")?,
+            ),
+            _ => (source_root, target_root.path()),
+        };
+        write_edited(from, to, edit)?;
     }
     Ok(())
 }
 
-/// The boot partition holds plain files on FAT (no owners, links or
-/// xattrs to keep), which fs_extra copies well.
-fn copy_boot_files(from: &Path, to: &Path) -> Result<()> {
-    let options = fs_extra::dir::CopyOptions::new()
-        .content_only(true)
-        .overwrite(true);
-    fs_extra::dir::copy(from, to, &options)
-        .map(|_| ())
-        .map_err(|e| anyhow::anyhow!("{e}"))
-        .with_context(|| {
-            format!(
-                "copying the boot files from {} to {}",
-                from.display(),
-                to.display()
-            )
-        })
+/// The number of the plan's partition with `role`.
+fn part_number(plan: &Plan, role: PartitionRole) -> Result<u32> {
+    plan.disk
+        .part(role)
+        .map(|(p, _)| p.number)
+        .with_context(|| format!("the plan has no {role:?} partition"))
 }
 
-/// Applies an edit to a file on a filesystem mounted at `root`, keeping the
-/// original next to it.
-fn edit_in_place(root: &Path, edit: &FileEdit) -> Result<()> {
-    let file = edit.file.under(root);
-    let current = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
-    let edited = edits::apply(&current, &edit.operations)
-        .with_context(|| format!("editing {}", file.display()))?;
-    if let Some(backup) = &edit.backup {
-        atomic::backup(&file, &backup.under(root), atomic::BACKUP)?;
+/// The migration's journal as the record of its layout steps.
+struct JournalAt<'a> {
+    journal: &'a mut Journal,
+    dir: &'a Path,
+}
+
+impl LayoutRecord for JournalAt<'_> {
+    fn is_done(&self, step: Step) -> bool {
+        self.journal.is_done(step)
     }
-    atomic::replace(&edit.output.under(root), &edited, atomic::FILE)
+
+    fn mark(&mut self, step: Step) -> Result<()> {
+        self.journal.mark(step, self.dir)
+    }
 }
 
 /// What the last step writes to the SD card's boot partition: paths as seen
@@ -682,7 +577,9 @@ fn copy_reports(from: &Path, to: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::system::disks::Transport;
     use crate::system::mounts::DevNo;
+    use std::path::PathBuf;
 
     fn usb_ssd() -> TargetIdentity {
         TargetIdentity {

@@ -4,12 +4,12 @@
 //! goes (a crash leaves everything up to the crash) and a copy goes onto the
 //! new root filesystem with the journal.
 
+use crate::clock::utc_text;
 use anyhow::{Context, Result};
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use crate::clock::utc_text;
 use std::time::Instant;
 
 pub struct MigrationLog {
@@ -61,7 +61,10 @@ impl MigrationLog {
     /// ([`MigrationLog::copy_into`]) does report them.
     pub fn line(&self, message: &str) {
         let elapsed = self.started.elapsed().as_secs_f64();
-        let prefix = format!("{} {elapsed:>8.1}s ", utc_text(crate::clock::now() as i64, false));
+        let prefix = format!(
+            "{} {elapsed:>8.1}s ",
+            utc_text(crate::clock::now() as i64, false)
+        );
         let mut text = String::new();
         for (n, line) in message.lines().enumerate() {
             if n == 0 {
@@ -109,7 +112,6 @@ impl MigrationLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-
 
     #[test]
     fn a_log_gets_a_fresh_name_and_timestamped_lines() {

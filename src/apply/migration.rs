@@ -149,14 +149,15 @@ fn runs_from_target(system: &System, plan: &Plan) -> bool {
 /// (the system just has not been rebooted into it)?
 fn target_still_holds(system: &System, plan: &Plan) -> bool {
     system.disks.iter().any(|d| {
-        d.devno == plan.target.devno && d.disk_id.as_deref() == Some(plan.disk.table.disk_id.as_str())
+        d.devno == plan.target.devno
+            && d.disk_id.as_deref() == Some(plan.disk.table.disk_id.as_str())
     })
 }
 
 /// How the executor's progress is shown.
 #[derive(Debug, Clone, Copy)]
 pub struct ProgressDisplay {
-    /// A bar for the copy (bytes, files, speed, ETA).
+    /// A bar for the copy (bytes, entries, speed, ETA).
     pub copy_bar: bool,
     /// A `==> step` line as each step begins.
     pub step_lines: bool,
@@ -188,16 +189,16 @@ pub fn apply_with_progress(
             None => {}
         }
     };
-    let copy_progress = |bytes: u64, files: u64| {
+    let progress = |bytes: u64, entries: u64| {
         if let Some(bar) = &bar {
             bar.set_position(bytes);
-            bar.set_message(format!("{files} files"));
+            bar.set_message(format!("{entries} entries"));
         }
     };
     let ctx = ApplyContext {
         cancel,
         step: &step,
-        copy_progress: &copy_progress,
+        progress: &progress,
         log: Some(&log),
     };
     let result = apply(system, journal, &ctx);

@@ -6,10 +6,13 @@
 
 pub mod atomic;
 pub mod boot_partition;
+pub mod boot_tree;
 pub mod bootloader;
 pub mod copy_root;
+pub mod edit_files;
 pub mod executor;
 pub mod journal;
+pub mod layout;
 pub mod log;
 pub mod loopparts;
 pub mod migration;
@@ -17,5 +20,7 @@ pub mod mount;
 pub mod render;
 pub mod reread;
 pub mod sd_boot;
+pub mod standby;
+pub mod sync;
 pub mod table;
 pub mod wipe;

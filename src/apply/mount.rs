@@ -91,20 +91,57 @@ fn mount_point(name: &str) -> Result<PathBuf> {
     Ok(point)
 }
 
-/// Mounts a filesystem (`fstype` such as "ext4" or "vfat").
+/// How pimigrate mounts a filesystem it writes (a migration's target, a
+/// standby): no symlink on it is ever followed while a path is looked up
+/// (`nosymfollow`, Linux 5.10), so whatever the disk holds (a symlinked
+/// `var/lib/pimigrate`, a directory replaced by a link to `/etc`) no write
+/// meant for it lands outside it; its device nodes are not opened and its
+/// programs not run through this mount; no access times are written.
+fn write_flags() -> MsFlags {
+    MsFlags::MS_NOATIME
+        | MsFlags::MS_NODEV
+        | MsFlags::MS_NOSUID
+        | MsFlags::MS_NOEXEC
+        | MsFlags::from_bits_retain(nix::libc::MS_NOSYMFOLLOW)
+}
+
+/// Mounts a filesystem pimigrate writes (`fstype` such as "ext4" or
+/// "vfat"), with [`write_flags`].
 pub fn mount_device(device: &Path, fstype: &str, name: &str) -> Result<Mounted> {
     let point = mount_point(name)?;
     if let Err(err) = mount(
         Some(device),
         &point,
         Some(fstype),
-        MsFlags::MS_NOATIME,
+        write_flags(),
         None::<&str>,
     ) {
         let _ = std::fs::remove_dir(&point);
         return Err(err).with_context(|| {
             format!(
                 "mounting {} ({fstype}) on {}",
+                device.display(),
+                point.display()
+            )
+        });
+    }
+    Ok(Mounted {
+        point,
+        active: true,
+    })
+}
+
+/// Mounts an ext4 filesystem only to look at it: read-only, and without
+/// replaying its journal (`noload`), so not a byte of the disk changes,
+/// not even its superblock's mount count.
+pub fn mount_to_look(device: &Path, name: &str) -> Result<Mounted> {
+    let point = mount_point(name)?;
+    let flags = (write_flags() - MsFlags::MS_NOATIME) | MsFlags::MS_RDONLY;
+    if let Err(err) = mount(Some(device), &point, Some("ext4"), flags, Some("noload")) {
+        let _ = std::fs::remove_dir(&point);
+        return Err(err).with_context(|| {
+            format!(
+                "mounting {} read-only on {} to look at it",
                 device.display(),
                 point.display()
             )

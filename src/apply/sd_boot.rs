@@ -7,9 +7,9 @@
 
 use super::journal::Journal;
 use super::mount::{mount_device, Mounted};
+use crate::system::disks::device_name;
 use crate::system::source::resolve;
 use crate::system::System;
-use crate::system::disks::device_name;
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 

@@ -370,5 +370,4 @@ mod tests {
         assert!(grades.app_class.is_none() && grades.pibenchmarks.is_none());
         assert_eq!(grades.notes.len(), 2);
     }
-
 }

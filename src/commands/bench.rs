@@ -11,8 +11,9 @@ use crate::exit::{EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED};
 use crate::host::Host;
 use crate::plan::{Reason, Refusal};
 use crate::system::System;
+use crate::ui::confirm::{before_writing, Ask};
 use anyhow::Result;
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::IsTerminal;
 
 pub fn run(cli: &Cli, args: &BenchArgs, host: &Host) -> Result<u8> {
     if args.destructive {
@@ -87,29 +88,33 @@ fn refuse(cli: &Cli, reasons: Vec<Reason>) -> Result<u8> {
 
 /// Asks before raw writes. Without a terminal there is nobody to ask, so
 /// only --yes confirms.
+/// Every raw device to be written confirmed by typing its name (or
+/// --yes); `false` where no one can be asked.
 fn confirmed(targets: &[Target], yes: bool) -> Result<bool> {
-    if yes {
-        return Ok(true);
-    }
-    let stdin = std::io::stdin();
-    if !stdin.is_terminal() {
+    if !yes && !std::io::stdin().is_terminal() {
         return Ok(false);
     }
     for target in targets.iter().filter(|t| t.kind == TargetKind::Device) {
-        let name = target
+        let described = target
             .disk
             .as_ref()
             .map_or_else(|| target.given.display().to_string(), |d| d.describe());
-        eprint!(
-            "Write test data over {} ({name})? Everything on it will be lost. Type 'yes' to go on: ",
-            target.given.display()
-        );
-        std::io::stderr().flush().ok();
-        let mut answer = String::new();
-        stdin.lock().read_line(&mut answer)?;
-        if answer.trim() != "yes" {
-            return Ok(false);
-        }
+        let name = target
+            .given
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| target.given.display().to_string());
+        before_writing(
+            Ask::Erase {
+                path: &target.given,
+                name: &name,
+                what: format!(
+                    "Test data will be written over {described}: everything on it will be lost."
+                ),
+            },
+            yes,
+            "bench --destructive writes over the device",
+        )?;
     }
     Ok(true)
 }

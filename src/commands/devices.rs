@@ -28,6 +28,9 @@ pub fn run(cli: &Cli, args: &DevicesArgs, host: &Host) -> Result<u8> {
         print!("{}", render::text(&listing, cli.quiet, cli.verbose > 0));
         if let Some(standby) = standby {
             println!("\n{}", standby.summary);
+            for warning in &standby.warnings {
+                println!("  warning: {warning}");
+            }
         }
     }
     Ok(EXIT_OK)

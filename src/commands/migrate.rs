@@ -11,7 +11,8 @@ use crate::host::Host;
 use crate::plan::render::{plan_text, Detail, Purpose};
 use crate::plan::{self, Plan};
 use crate::system::System;
-use anyhow::{bail, Context, Result};
+use crate::ui::confirm::{before_writing, Ask};
+use anyhow::{Context, Result};
 use serde::Serialize;
 use std::io::IsTerminal;
 use std::ops::ControlFlow;
@@ -142,32 +143,18 @@ fn make_plan(cli: &Cli, args: &MigrateArgs, system: &System) -> Result<Result<Pl
     }
 }
 
-/// The user types the target's name: a slip of the finger on a prompt with
-/// a default must not erase a disk.
+/// The user types the target's name (or gave --yes).
 fn confirm(args: &MigrateArgs, plan: &Plan) -> Result<()> {
-    if args.yes {
-        return Ok(());
-    }
-    if !std::io::stdin().is_terminal() {
-        bail!(
-            "migrate erases {}: confirm with --yes when not running on a terminal",
-            plan.target.path.display()
-        );
-    }
-    let typed: String = dialoguer::Input::new()
-        .with_prompt(format!(
-            "Everything on {} will be erased. Type its name ({}) to go on",
-            plan.target.path.display(),
-            plan.target.name
-        ))
-        .allow_empty(true)
-        .interact_text()
-        .context("reading the confirmation; nothing was written")?;
-    let typed = typed.trim();
-    if typed != plan.target.name && typed != plan.target.path.to_string_lossy() {
-        bail!("not confirmed; nothing was written");
-    }
-    Ok(())
+    let target = &plan.target;
+    before_writing(
+        Ask::Erase {
+            path: &target.path,
+            name: &target.name,
+            what: format!("Everything on {} will be erased.", target.path.display()),
+        },
+        args.yes,
+        &format!("migrate erases {}", target.path.display()),
+    )
 }
 
 fn finish(cli: &Cli, journal: &Journal, status: Status) -> Result<u8> {

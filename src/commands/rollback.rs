@@ -8,8 +8,8 @@ use crate::apply::journal::Journal;
 use crate::cli::{Cli, RollbackArgs};
 use crate::exit::EXIT_OK;
 use crate::host::Host;
-use anyhow::{bail, Context, Result};
-use std::io::IsTerminal;
+use crate::ui::confirm::{before_writing, Ask};
+use anyhow::Result;
 
 pub fn run(cli: &Cli, args: &RollbackArgs, host: &Host) -> Result<u8> {
     crate::privilege::require_root("rollback restores the SD card's boot files")?;
@@ -26,19 +26,14 @@ pub fn run(cli: &Cli, args: &RollbackArgs, host: &Host) -> Result<u8> {
         }
         return Ok(EXIT_OK);
     };
-    if !args.yes {
-        if !std::io::stdin().is_terminal() {
-            bail!("rollback changes the SD card's boot files: confirm with --yes when not on a terminal");
-        }
-        let go = dialoguer::Confirm::new()
-            .with_prompt("Restore the SD card's boot files as they were before the migration?")
-            .default(false)
-            .interact()
-            .context("reading the confirmation; nothing was changed")?;
-        if !go {
-            bail!("not confirmed; nothing was changed");
-        }
-    }
+    before_writing(
+        Ask::Change {
+            question: "Restore the SD card's boot files as they were before the migration?".into(),
+            default: false,
+        },
+        args.yes,
+        "rollback changes the SD card's boot files",
+    )?;
     let restored = roll_back(host, &journal, &state_dir)?;
     if cli.json {
         print_json(&serde_json::json!({"schema": "pimigrate.rollback/1", "restored": restored}))?;

@@ -1,32 +1,43 @@
-//! `pimigrate sync`: the plan for the standby, a confirmation, the sync
-//! with a progress line and a stall watchdog, and how it ended; or the
-//! timer's units written or removed.
+//! `pimigrate sync`: the plan for the standby, the confirmation, the sync
+//! ([`crate::apply::sync`]) and how it ended; or the timer's units written
+//! or removed.
 
 use super::plan::print_refusal;
 use super::print_json;
 use crate::apply::journal::Journal;
+use crate::apply::standby::SyncOutcome;
+use crate::apply::sync::{sync_with_progress, Display, Ended};
 use crate::cli::{Cli, SyncArgs};
 use crate::exit::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED};
 use crate::host::Host;
-use crate::sync::apply::{apply, SyncContext, SyncOutcome};
+use crate::plan::{Reason, Refusal};
 use crate::sync::plan::{plan_sync, SyncPlan};
-use crate::sync::record::{mark_failed, StandbyRecord};
-use crate::sync::watchdog::Watchdog;
+use crate::sync::record::StandbyRecord;
 use crate::sync::{render, timer, SYNC_SCHEMA};
 use crate::system::System;
-use anyhow::{bail, Context, Result};
+use crate::ui::confirm::{before_writing, Ask};
+use anyhow::{Context, Result};
 use serde::Serialize;
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// What a run of `sync` did (`result` in its JSON).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum Done {
+    Synced,
+    DryRun,
+    TimerInstalled,
+    TimerRemoved,
+}
 
 #[derive(Serialize)]
 struct SyncOutput<'a> {
     schema: &'static str,
-    /// `synced`, `dry-run`, `timer-installed`, `timer-removed`.
-    result: &'static str,
+    result: Done,
     plan: Option<&'a SyncPlan>,
     outcome: Option<&'a SyncOutcome>,
     bootable: Option<bool>,
@@ -37,7 +48,7 @@ struct SyncOutput<'a> {
 }
 
 impl<'a> SyncOutput<'a> {
-    fn new(result: &'static str) -> SyncOutput<'a> {
+    fn new(result: Done) -> SyncOutput<'a> {
         SyncOutput {
             schema: SYNC_SCHEMA,
             result,
@@ -75,31 +86,54 @@ pub fn run(cli: &Cli, args: &SyncArgs, host: &Host) -> Result<u8> {
         if cli.json {
             print_json(&SyncOutput {
                 plan: Some(&plan),
-                ..SyncOutput::new("dry-run")
+                ..SyncOutput::new(Done::DryRun)
             })?;
         }
         return Ok(EXIT_OK);
     }
-    confirm(args, &plan)?;
+    let disk = plan.standby.disk.path.display();
+    if plan.divergence.changed() && !args.overwrite_changes {
+        if let Some(code) = changed_standby(cli, args, &plan)? {
+            return Ok(code);
+        }
+    }
+    let ask = match plan.erases() {
+        true => Ask::Erase {
+            path: &plan.standby.disk.path,
+            name: &plan.standby.disk.name,
+            what: format!("Everything on {disk} will be erased."),
+        },
+        false => Ask::Change {
+            question: format!("Bring the standby on {disk} up to date?"),
+            default: true,
+        },
+    };
+    before_writing(ask, args.yes, &format!("sync writes {disk}"))?;
     let cancel = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, Arc::clone(&cancel))
             .context("installing the Ctrl-C handler")?;
     }
-    let outcome = run_with_progress(cli, args, &system, &plan, record.as_ref(), &cancel);
-    let outcome = match outcome {
+    let chatty = !cli.json && !cli.quiet;
+    let display = Display {
+        step_lines: chatty,
+        progress: chatty,
+    };
+    let timeout = Duration::from_secs(args.stall_timeout);
+    let outcome = match sync_with_progress(
+        &system,
+        &plan,
+        record.as_ref(),
+        &cancel,
+        timeout,
+        display,
+    ) {
         Ok(outcome) => outcome,
-        Err(err) => {
-            let _ = mark_failed(&state_dir, &format!("{err:#}"));
-            if cancel.load(Ordering::SeqCst) {
-                eprintln!("pimigrate: interrupted; the standby is marked incomplete, and the next `sudo pimigrate sync` completes it");
-                return Ok(EXIT_INTERRUPTED);
-            }
-            return Err(err.context(format!(
-                "syncing the standby {}; it is marked incomplete, and the next `sudo pimigrate sync` completes it",
-                plan.standby.disk.path.display()
-            )));
+        Err(Ended::Interrupted) => {
+            eprintln!("pimigrate: interrupted; the standby is marked incomplete, and the next `sudo pimigrate sync` completes it");
+            return Ok(EXIT_INTERRUPTED);
         }
+        Err(Ended::Failed(err)) => return Err(err),
     };
     let bootable = outcome.bootable();
     if cli.json {
@@ -107,7 +141,7 @@ pub fn run(cli: &Cli, args: &SyncArgs, host: &Host) -> Result<u8> {
             plan: Some(&plan),
             outcome: Some(&outcome),
             bootable: Some(bootable),
-            ..SyncOutput::new("synced")
+            ..SyncOutput::new(Done::Synced)
         })?;
     } else {
         print!("{}", render::outcome_text(&outcome, cli.quiet));
@@ -115,115 +149,33 @@ pub fn run(cli: &Cli, args: &SyncArgs, host: &Host) -> Result<u8> {
     Ok(if bootable { EXIT_OK } else { EXIT_FAILED })
 }
 
-/// The sync under a watchdog, with step lines and a progress line on a
-/// terminal (none with --json, -q or without a terminal).
-fn run_with_progress(
-    cli: &Cli,
-    args: &SyncArgs,
-    system: &System,
-    plan: &SyncPlan,
-    record: Option<&StandbyRecord>,
-    cancel: &AtomicBool,
-) -> Result<SyncOutcome> {
-    let chatty = !cli.json && !cli.quiet;
-    let bar = (chatty && std::io::stderr().is_terminal()).then(|| {
-        let bar = indicatif::ProgressBar::new_spinner();
-        bar.enable_steady_tick(Duration::from_millis(200));
-        bar
-    });
-    let state_dir = system.host.path(&system.host.state_dir);
-    let disk = plan.standby.disk.path.clone();
-    let timeout = Duration::from_secs(args.stall_timeout);
-    let stat = system
-        .host
-        .sys(&format!("class/block/{}/stat", plan.standby.disk.name));
-    let watchdog = Watchdog::start(
-        timeout,
-        Some(stat),
-        Box::new(move |quiet| {
-            let message = format!(
-                "the standby {} stopped answering: nothing was copied, read or written for {} s \
-                 (--stall-timeout {}). It is marked incomplete. Check the disk (`dmesg`), then run \
-                 `sudo pimigrate sync` again",
-                disk.display(),
-                quiet.as_secs(),
-                timeout.as_secs()
-            );
-            let _ = mark_failed(&state_dir, &message);
-            eprintln!("pimigrate: {message}");
-            std::process::exit(i32::from(crate::exit::EXIT_ERROR));
-        }),
+/// A standby changed behind the sync's back: refused where no one can be
+/// asked (--yes, the timer, no terminal), else asked; `None` to go on.
+fn changed_standby(cli: &Cli, args: &SyncArgs, plan: &SyncPlan) -> Result<Option<u8>> {
+    let disk = plan.standby.disk.path.display();
+    let said = plan.divergence.summary().unwrap_or_default();
+    let keep = format!(
+        "to keep them, copy them off first (mount {} read-only elsewhere); to overwrite them: \
+         sudo pimigrate sync --overwrite-changes",
+        plan.standby.root_name()
     );
-    let step = |message: &str| {
-        watchdog.advance();
-        match &bar {
-            Some(bar) => bar.println(format!("==> {message}")),
-            None if chatty => eprintln!("==> {message}"),
-            None => {}
-        }
-    };
-    let progress = |bytes: u64, entries: u64| {
-        watchdog.advance();
-        if let Some(bar) = &bar {
-            bar.set_message(format!(
-                "{entries} entries, {} copied",
-                crate::units::binary(bytes)
-            ));
-        }
-    };
-    let ctx = SyncContext {
-        cancel,
-        step: &step,
-        progress: &progress,
-    };
-    let result = apply(system, plan, record, &ctx);
-    if let Some(bar) = &bar {
-        bar.finish_and_clear();
+    if args.yes || !std::io::stdin().is_terminal() {
+        let refusal = Refusal {
+            reasons: vec![Reason::new("standby-changed", format!("{disk}: {said}")).hint(keep)],
+        };
+        print_refusal(cli, &refusal)?;
+        return Ok(Some(EXIT_REFUSED));
     }
-    result
-}
-
-/// Asked before anything is written: a first sync erases the disk, so its
-/// name is typed, as for `migrate`; a later sync is a yes or no.
-fn confirm(args: &SyncArgs, plan: &SyncPlan) -> Result<()> {
-    if args.yes {
-        return Ok(());
-    }
-    let disk = &plan.standby.disk;
-    if !std::io::stdin().is_terminal() {
-        bail!(
-            "sync writes {}: confirm with --yes when not running on a terminal",
-            disk.path.display()
-        );
-    }
-    if plan.erases() {
-        let typed: String = dialoguer::Input::new()
-            .with_prompt(format!(
-                "Everything on {} will be erased. Type its name ({}) to go on",
-                disk.path.display(),
-                disk.name
-            ))
-            .allow_empty(true)
-            .interact_text()
-            .context("reading the confirmation; nothing was written")?;
-        let typed = typed.trim();
-        if typed != disk.name && typed != disk.path.to_string_lossy() {
-            bail!("not confirmed; nothing was written");
-        }
-        return Ok(());
-    }
-    let go = dialoguer::Confirm::new()
-        .with_prompt(format!(
-            "Bring the standby on {} up to date?",
-            disk.path.display()
-        ))
-        .default(true)
-        .interact()
-        .context("reading the confirmation; nothing was written")?;
-    if !go {
-        bail!("not confirmed; nothing was written");
-    }
-    Ok(())
+    eprintln!("pimigrate: {disk}: {said}\n  ({keep})");
+    before_writing(
+        Ask::Change {
+            question: format!("Overwrite what changed on the standby {disk}?"),
+            default: false,
+        },
+        false,
+        "sync",
+    )?;
+    Ok(None)
 }
 
 /// `--install-timer WHEN` and `--remove-timer`.
@@ -246,7 +198,7 @@ fn timer_command(cli: &Cli, args: &SyncArgs, host: &Host) -> Result<u8> {
                 format!("its output: journalctl -u {}", timer::SERVICE),
                 "the next run: systemctl list-timers pimigrate-sync.timer".to_string(),
             ];
-            ("timer-installed", units, changed, lines)
+            (Done::TimerInstalled, units, changed, lines)
         }
         None => {
             if live && dir.join(timer::TIMER).exists() {
@@ -263,7 +215,7 @@ fn timer_command(cli: &Cli, args: &SyncArgs, host: &Host) -> Result<u8> {
                     .to_string()
             };
             let changed = !units.is_empty();
-            ("timer-removed", units, changed, vec![line])
+            (Done::TimerRemoved, units, changed, vec![line])
         }
     };
     if cli.json {
@@ -276,7 +228,7 @@ fn timer_command(cli: &Cli, args: &SyncArgs, host: &Host) -> Result<u8> {
         for unit in &units {
             println!(
                 "{} {}",
-                if result == "timer-installed" {
+                if result == Done::TimerInstalled {
                     "wrote"
                 } else {
                     "removed"

@@ -68,6 +68,9 @@ fn finish(
         print!("{}", render::text(&v));
         if let Some(standby) = standby {
             println!("{}", standby.summary);
+            for warning in &standby.warnings {
+                println!("  warning: {warning}");
+            }
         }
     }
     Ok(match v.result {

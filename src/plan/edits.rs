@@ -3,9 +3,9 @@
 
 use super::options::Layout;
 use super::refusal::Reason;
+use super::replica::Retargeted;
 use super::source_check::CheckedSource;
 use super::trial::TRIAL_CMDLINE;
-use super::replica::Retargeted;
 use super::{EditOperation, EditSite, FileEdit, PartitionPath};
 use crate::bootcfg::cmdline::CmdlineError;
 use crate::bootcfg::defaults::{Defaults, DefaultsError};

@@ -378,9 +378,7 @@ fn changes(
     let regenerated = retargeted
         .rootpart
         .as_ref()
-        .map(|rootpart| {
-            raspi_firmware(rootpart, root_partition, options.layout, trial.is_some())
-        })
+        .map(|rootpart| raspi_firmware(rootpart, root_partition, options.layout, trial.is_some()))
         .transpose();
     match (edits, trial_boot, regenerated) {
         (Ok(edits), Ok(trial_boot), Ok(regenerated)) => Ok(Changes {

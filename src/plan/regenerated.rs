@@ -49,7 +49,12 @@ pub(super) fn raspi_firmware(
         &rootpart.bytes,
         rootpart.operations.clone(),
     )
-    .map_err(|e| Reason::new("source-raspi-firmware", format!("{RASPI_FIRMWARE_DEFAULTS}: {e}")))?;
+    .map_err(|e| {
+        Reason::new(
+            "source-raspi-firmware",
+            format!("{RASPI_FIRMWARE_DEFAULTS}: {e}"),
+        )
+    })?;
     let value = &rootpart.value;
     let was = match &rootpart.current {
         Some(old) => format!("it says {ROOTPART}={old}"),

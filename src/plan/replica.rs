@@ -27,7 +27,10 @@ impl DiskLayout {
     /// The partition with `role`, and the filesystem made on it.
     pub fn part(&self, role: PartitionRole) -> Option<(&PlannedPartition, &MkfsStep)> {
         let part = self.table.partitions.iter().find(|p| p.role == role)?;
-        let fs = self.filesystems.iter().find(|f| f.partition == part.number)?;
+        let fs = self
+            .filesystems
+            .iter()
+            .find(|f| f.partition == part.number)?;
         Some((part, fs))
     }
 

@@ -150,7 +150,10 @@ fn ids_unique(s: &Standing) -> Check {
     if shared.is_empty() {
         Check::pass(
             CODE,
-            format!("each of the standby's {} ids names one attached device", uses.len()),
+            format!(
+                "each of the standby's {} ids names one attached device",
+                uses.len()
+            ),
         )
     } else {
         Check::fail(CODE, shared.join("; "))

@@ -13,9 +13,9 @@
 //! systemd units that run it daily; [`status`] is the one line `devices`
 //! and `verify` show.
 
-pub mod apply;
-pub mod boot_files;
+pub mod boot_order;
 pub mod checks;
+pub mod divergence;
 pub mod kernel;
 pub mod plan;
 pub mod record;
@@ -27,7 +27,7 @@ pub mod timer;
 pub mod watchdog;
 
 /// The `--json` document of `pimigrate sync`.
-pub const SYNC_SCHEMA: &str = "pimigrate.sync/1";
+pub const SYNC_SCHEMA: &str = "pimigrate.sync/2";
 
 /// How long the standby may go without any progress (no entry copied, no
 /// byte read or written by its disk) before the run is ended.

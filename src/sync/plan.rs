@@ -4,6 +4,9 @@
 //! command line, and every refusal with what to do. `sync --dry-run` shows
 //! it; `sync` shows the same value, asks, and hands it to [`super::apply`].
 
+use super::boot_order;
+use super::divergence::{self, Divergence};
+use super::record::ClockMark;
 use super::record::StandbyRecord;
 use super::standby::{self, Found, Standby, StandbyPart};
 use super::superblock;
@@ -12,7 +15,7 @@ use crate::clock::now;
 use crate::plan::boot_layout::demands;
 use crate::plan::edits::{boot_relative, file_edit, EditTarget};
 use crate::plan::regenerated::RASPI_FIRMWARE_DEFAULTS;
-use crate::plan::replica::retarget;
+use crate::plan::replica::{retarget, DiskLayout};
 use crate::plan::source_check::check_source;
 use crate::plan::{
     EditSite, FileEdit, Layout, Options, PartitionPath, PartitionRole, Plan, Reason, Refusal,
@@ -47,8 +50,6 @@ pub struct BootSync {
     pub from: PathBuf,
     /// Names never copied (nor removed from the standby).
     pub left_out: Vec<String>,
-    /// The standby's command line: the running one with its own root.
-    pub cmdline: FileEdit,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -56,7 +57,7 @@ pub struct SyncPlan {
     pub standby: Standby,
     /// A first sync: the table and filesystems written before the copy;
     /// everything on the disk is erased.
-    pub layout: Option<Plan>,
+    pub layout: Option<DiskLayout>,
     pub source_root: PathBuf,
     pub boot_dir: PathBuf,
     pub exclusions: Vec<Exclusion>,
@@ -67,8 +68,10 @@ pub struct SyncPlan {
     pub changed_since: Option<u64>,
     /// Why the copy compares the way it does, for a person.
     pub comparison: String,
-    /// The standby root's own files: fstab, raspi-firmware's ROOTPART.
-    pub root_edits: Vec<FileEdit>,
+    /// The standby's own files, which the copies leave out: fstab and
+    /// raspi-firmware's ROOTPART on its root, a full standby's cmdline.txt
+    /// on its boot partition.
+    pub edits: Vec<FileEdit>,
     pub boot: Option<BootSync>,
     /// A root-only standby: the command line that starts it from the
     /// shared boot partition.
@@ -76,6 +79,9 @@ pub struct SyncPlan {
     /// How to boot the standby, in order.
     pub boot_steps: Vec<String>,
     pub warnings: Vec<String>,
+    /// What happened to the standby since its last complete sync; a
+    /// change is not overwritten without the person's word.
+    pub divergence: Divergence,
 }
 
 impl SyncPlan {
@@ -107,6 +113,9 @@ pub fn plan_sync(
     let refuse = |reason: Reason| Refusal {
         reasons: vec![reason],
     };
+    if let Some(reason) = pending_migration(system, journal) {
+        return Err(refuse(reason));
+    }
     let found = standby::find(
         system,
         journal,
@@ -123,15 +132,17 @@ pub fn plan_sync(
         )
         .hint("mount the boot partition, or pass --boot-dir"))
         })?;
+    let mut warnings = Vec::new();
     let (standby, layout, exclusions) = match found {
         Found::Blank(disk) => {
             let plan = layout_plan(system, disk, request)?;
             let standby = planned_standby(disk, &plan);
-            let exclusions = with_records(system, plan.copy.exclusions.clone());
-            (standby, Some(plan), exclusions)
+            let exclusions = with_records(system, plan.copy.exclusions);
+            (standby, Some(plan.disk), exclusions)
         }
-        Found::Existing(standby) => {
+        Found::Existing(standby, warning) => {
             let standby = *standby;
+            warnings.extend(warning);
             let reasons = check_existing(system, &standby);
             if !reasons.is_empty() {
                 return Err(Refusal { reasons });
@@ -146,14 +157,28 @@ pub fn plan_sync(
     if !reasons.is_empty() {
         return Err(Refusal { reasons });
     }
-    let (changed_since, comparison) =
-        comparison(record, &standby, layout.is_some(), request.checksum);
+    let divergence = match layout {
+        Some(_) => Divergence::FirstSync,
+        None => divergence::check(system, &standby, record),
+    };
+    let clock = ClockMark::now(&system.host.proc("sys/kernel/random/boot_id"));
+    let (changed_since, comparison) = comparison(
+        record,
+        &standby,
+        layout.is_some(),
+        request.checksum,
+        clock.as_ref(),
+    );
+    warnings.extend(boot_order::standby_boots_first(
+        system,
+        &standby.disk,
+        standby.layout,
+    ));
     let boot_steps = boot_steps(&standby, journal, edits.boot_command_line.as_deref());
     Ok(SyncPlan {
-        boot: edits.boot_cmdline.map(|cmdline| BootSync {
+        boot: (standby.layout == Layout::Full).then(|| BootSync {
             from: boot_dir.clone(),
             left_out: BOOT_LEFT_OUT.iter().map(|s| s.to_string()).collect(),
-            cmdline,
         }),
         standby,
         layout,
@@ -163,10 +188,11 @@ pub fn plan_sync(
         checksum: request.checksum,
         changed_since,
         comparison,
-        root_edits: edits.root,
+        edits: edits.root.into_iter().chain(edits.boot_cmdline).collect(),
         boot_command_line: edits.boot_command_line,
         boot_steps,
-        warnings: Vec::new(),
+        warnings,
+        divergence,
     })
 }
 
@@ -215,7 +241,11 @@ fn planned_standby(disk: &Disk, plan: &Plan) -> Standby {
     let ss = u64::from(plan.disk.table.sector_size);
     let part = |role| {
         let p = plan.disk.table.partitions.iter().find(|p| p.role == role)?;
-        let fs = plan.disk.filesystems.iter().find(|f| f.partition == p.number);
+        let fs = plan
+            .disk
+            .filesystems
+            .iter()
+            .find(|f| f.partition == p.number);
         Some(StandbyPart {
             number: p.number,
             path: None,
@@ -250,9 +280,11 @@ fn with_records(system: &System, mut exclusions: Vec<Exclusion>) -> Vec<Exclusio
         }
     };
     add(Path::new(super::record::ON_STANDBY));
-    let state = system.host.state_dir.join(super::record::STANDBY_FILE);
-    if let Ok(relative) = state.strip_prefix(&system.host.source_root) {
-        add(&Path::new("/").join(relative));
+    for name in [super::record::STANDBY_FILE, crate::apply::standby::PROBE] {
+        let state = system.host.state_dir.join(name);
+        if let Ok(relative) = state.strip_prefix(&system.host.source_root) {
+            add(&Path::new("/").join(relative));
+        }
     }
     exclusions
 }
@@ -333,14 +365,16 @@ fn check_existing(system: &System, standby: &Standby) -> Vec<Reason> {
     }
     reasons.extend(shared_ids(system, standby));
     if let Some(used) = system.source_used_bytes {
-        if used > standby.root.size_bytes {
+        let usable = crate::space::ext4_usable_bytes(standby.root.size_bytes);
+        if used > usable {
             reasons.push(
                 Reason::new(
                     "standby-too-small",
                     format!(
-                        "the system uses {}, more than the standby's root partition {name} holds ({})",
+                        "the system uses {}, more than the standby's root partition {name} holds ({}, of which ext4 keeps {} for itself)",
                         crate::units::binary(used),
-                        crate::units::binary(standby.root.size_bytes)
+                        crate::units::binary(standby.root.size_bytes),
+                        crate::units::binary(standby.root.size_bytes - usable)
                     ),
                 )
                 .hint("leave out large directories with --exclude, or sync to a larger disk with --to DISK --fresh"),
@@ -419,14 +453,22 @@ fn standby_edits(system: &System, standby: &Standby, reasons: &mut Vec<Reason>) 
     };
     if !retargeted.fstab.is_empty() {
         let file = PartitionPath::known("/etc/fstab");
-        match file_edit(on_root(&file, &device), source.fstab_bytes, retargeted.fstab) {
+        match file_edit(
+            on_root(&file, &device),
+            source.fstab_bytes,
+            retargeted.fstab,
+        ) {
             Ok(edit) => edits.root.push(edit),
             Err(err) => reasons.push(fail("/etc/fstab", &err)),
         }
     }
     if let Some(rootpart) = retargeted.rootpart {
         let file = PartitionPath::known(RASPI_FIRMWARE_DEFAULTS);
-        match file_edit(on_root(&file, &device), &rootpart.bytes, rootpart.operations) {
+        match file_edit(
+            on_root(&file, &device),
+            &rootpart.bytes,
+            rootpart.operations,
+        ) {
             Ok(edit) => edits.root.push(edit),
             Err(err) => reasons.push(fail(RASPI_FIRMWARE_DEFAULTS, &err)),
         }
@@ -456,13 +498,15 @@ fn standby_edits(system: &System, standby: &Standby, reasons: &mut Vec<Reason>) 
                 Err(err) => reasons.push(fail("cmdline.txt", &err)),
             }
         }
-        Layout::RootOnly => match crate::plan::edits::apply(source.cmdline_bytes, &retargeted.cmdline) {
-            Ok(bytes) => {
-                edits.boot_command_line =
-                    Some(String::from_utf8_lossy(&bytes).trim_end().to_string())
+        Layout::RootOnly => {
+            match crate::plan::edits::apply(source.cmdline_bytes, &retargeted.cmdline) {
+                Ok(bytes) => {
+                    edits.boot_command_line =
+                        Some(String::from_utf8_lossy(&bytes).trim_end().to_string())
+                }
+                Err(err) => reasons.push(fail("cmdline.txt", &err)),
             }
-            Err(err) => reasons.push(fail("cmdline.txt", &err)),
-        },
+        }
     }
     edits
 }
@@ -486,6 +530,7 @@ fn comparison(
     standby: &Standby,
     fresh: bool,
     checksum: bool,
+    clock: Option<&ClockMark>,
 ) -> (Option<u64>, String) {
     let every = |why: &str| (None, format!("every entry compared: {why}"));
     if fresh {
@@ -503,10 +548,15 @@ fn comparison(
     if last > now() {
         return every("the clock is behind the last complete sync");
     }
+    if let (Some(then), Some(now)) = (&record.clock, clock) {
+        if then.set_back_before(now) {
+            return every("the clock was set back since the last sync started");
+        }
+    }
     let stamp = read_stamp(standby);
     if stamp.is_none() || stamp != record.stamp {
         return every(
-            "the standby was mounted elsewhere since its last complete sync (or it could not be read)",
+            "the standby was mounted since its last complete sync (or it could not be read)",
         );
     }
     (
@@ -518,6 +568,36 @@ fn comparison(
             crate::clock::time_ago(last, now())
         ),
     )
+}
+
+/// A migration not finished, or its trial not committed: the running
+/// system's disk is not settled, and the disk a sync would overwrite may be
+/// the very root the trial falls back to and `rollback` returns to.
+fn pending_migration(system: &System, journal: Option<&Journal>) -> Option<Reason> {
+    let journal = journal?;
+    let target = journal.plan.target.path.display();
+    if !crate::apply::migration::landed(system, journal) {
+        return Some(
+            Reason::new(
+                "migration-pending",
+                format!("the migration to {target} has not finished: the SD card is still what the Pi falls back to"),
+            )
+            .hint("finish it with `sudo pimigrate migrate --resume` or undo it with `sudo pimigrate rollback`, then sync"),
+        );
+    }
+    if journal.plan.trial_boot.is_some() && journal.committed.is_none() {
+        return Some(
+            Reason::new(
+                "migration-pending",
+                format!(
+                    "the migration to {target} waits for its trial boot to be committed: until then the SD card \
+                     is what the trial falls back to and `rollback` returns to"
+                ),
+            )
+            .hint("in the trial boot, `sudo pimigrate verify --commit` makes it permanent (or `sudo pimigrate rollback` undoes it); then sync"),
+        );
+    }
+    None
 }
 
 /// The standby root's superblock stamp, through its node or at its offset
@@ -561,5 +641,319 @@ fn boot_steps(standby: &Standby, journal: Option<&Journal>, line: Option<&str>) 
             }
             steps
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Sync's planning on the Pi 4 fixture machine (an SD card that runs
+    //! the system, a Samsung SSD with an exFAT partition, a mounted USB
+    //! stick, a read-only card reader): every refusal code sync's own
+    //! planning has, and what it plans.
+    use super::*;
+    use crate::sync::record::{tests_support::sample, PartIds, SyncState};
+    use crate::system::disks::Disk;
+
+    fn pi4() -> System {
+        crate::system::inspect_fixture("pi4").1
+    }
+
+    fn codes(result: Result<SyncPlan, Refusal>) -> Vec<String> {
+        match result {
+            Ok(plan) => panic!("planned: {:?}", plan.standby),
+            Err(refusal) => refusal.reasons.iter().map(|r| r.code.to_string()).collect(),
+        }
+    }
+
+    fn to(path: &str) -> SyncRequest {
+        SyncRequest {
+            to: Some(PathBuf::from(path)),
+            seed: Some(1),
+            ..SyncRequest::default()
+        }
+    }
+
+    /// A complete record of a root-only standby on `partuuid`.
+    fn record_of(partuuid: &str) -> StandbyRecord {
+        let mut record = sample();
+        record.state = SyncState::Complete;
+        record.layout = Layout::RootOnly;
+        record.serial = None;
+        record.model = None;
+        record.root = PartIds {
+            number: 1,
+            partuuid: Some(partuuid.into()),
+            uuid: None,
+            label: None,
+        };
+        record
+    }
+
+    fn sda_mut(system: &mut System) -> &mut Disk {
+        system.disks.iter_mut().find(|d| d.name == "sda").unwrap()
+    }
+
+    /// sda1 as an ext4 standby root with readable ids.
+    fn sda_as_standby(system: &mut System) {
+        let part = &mut sda_mut(system).partitions[0];
+        part.fstype = Some("ext4".into());
+        part.uuid = Some("5a1e0b9c-7c1d-4b8e-9d0a-2f3c4d5e6f70".into());
+    }
+
+    #[test]
+    fn without_a_record_or_journal_there_is_no_standby() {
+        let system = pi4();
+        assert_eq!(
+            codes(plan_sync(&system, None, None, &SyncRequest::default())),
+            ["no-standby"]
+        );
+    }
+
+    #[test]
+    fn to_names_a_whole_disk_that_exists() {
+        let system = pi4();
+        assert_eq!(
+            codes(plan_sync(&system, None, None, &to("/dev/nvme9n1"))),
+            ["standby-not-found"]
+        );
+        assert_eq!(
+            codes(plan_sync(&system, None, None, &to("/dev/sda1"))),
+            ["standby-is-partition"]
+        );
+    }
+
+    #[test]
+    fn a_recorded_standby_must_be_attached_and_be_itself() {
+        let system = pi4();
+        let gone = record_of("0badc0de-02");
+        assert_eq!(
+            codes(plan_sync(
+                &system,
+                None,
+                Some(&gone),
+                &SyncRequest::default()
+            )),
+            ["standby-missing"]
+        );
+        // The SSD's partition carries the id, but another disk's serial.
+        let mut clone = record_of("0a1b2c3d-01");
+        clone.serial = Some("S6PXNM0T999999X".into());
+        assert_eq!(
+            codes(plan_sync(
+                &system,
+                None,
+                Some(&clone),
+                &SyncRequest::default()
+            )),
+            ["standby-not-itself"]
+        );
+        // Named with --to, it is taken, with the difference said.
+        let mut system = pi4();
+        sda_as_standby(&mut system);
+        let plan = plan_sync(&system, None, Some(&clone), &to("/dev/sda")).unwrap();
+        assert!(
+            plan.warnings.iter().any(|w| w.contains("S6PXNM0T999999X")),
+            "{:?}",
+            plan.warnings
+        );
+    }
+
+    #[test]
+    fn the_running_systems_own_partitions_are_never_a_standby() {
+        let system = pi4();
+        assert_eq!(
+            codes(plan_sync(
+                &system,
+                None,
+                Some(&record_of("6c586e13-02")),
+                &SyncRequest::default()
+            )),
+            ["standby-is-source"]
+        );
+        // Running from the SSD, with the SD card as a full standby whose
+        // boot partition is the one this system starts from.
+        let mut system = pi4();
+        let sda1 = sda_mut(&mut system).partitions[0].devno;
+        system.source.root_devno = sda1;
+        system.source.running_root_devno = sda1;
+        let mut full = record_of("6c586e13-02");
+        full.layout = Layout::Full;
+        full.root.number = 2;
+        full.boot = Some(PartIds {
+            number: 1,
+            partuuid: Some("6c586e13-01".into()),
+            uuid: None,
+            label: None,
+        });
+        assert!(codes(plan_sync(
+            &system,
+            None,
+            Some(&full),
+            &SyncRequest::default()
+        ))
+        .contains(&"standby-holds-boot".to_string()));
+    }
+
+    #[test]
+    fn a_standby_in_use_or_without_ext4_is_refused() {
+        let system = pi4();
+        let stick = codes(plan_sync(
+            &system,
+            None,
+            Some(&record_of("00c0ffee-01")),
+            &SyncRequest::default(),
+        ));
+        assert!(stick.contains(&"standby-in-use".to_string()), "{stick:?}");
+        assert!(
+            stick.contains(&"standby-filesystem".to_string()),
+            "{stick:?}"
+        );
+    }
+
+    #[test]
+    fn a_standby_too_small_for_the_system_is_refused_counting_ext4s_own_share() {
+        let mut system = pi4();
+        sda_as_standby(&mut system);
+        let size = sda_mut(&mut system).partitions[0].size_bytes;
+        // Fits the partition, not what ext4 leaves of it.
+        system.source_used_bytes = Some(size - size / 100);
+        assert_eq!(
+            codes(plan_sync(
+                &system,
+                None,
+                Some(&record_of("0a1b2c3d-01")),
+                &SyncRequest::default()
+            )),
+            ["standby-too-small"]
+        );
+    }
+
+    #[test]
+    fn a_standby_whose_ids_another_disk_carries_or_that_cannot_be_read_is_refused() {
+        let mut system = pi4();
+        sda_as_standby(&mut system);
+        let mut twin = sda_mut(&mut system).clone();
+        twin.name = "sdd".into();
+        twin.path = PathBuf::from("/dev/sdd");
+        twin.devno.minor = 48;
+        twin.serial = Some("TWIN".into());
+        for part in &mut twin.partitions {
+            part.devno = None;
+            part.path = None;
+            part.mountpoints.clear();
+        }
+        system.disks.push(twin);
+        let shared = codes(plan_sync(
+            &system,
+            None,
+            Some(&record_of("0a1b2c3d-01")),
+            &SyncRequest::default(),
+        ));
+        assert!(
+            shared.contains(&"standby-ids-shared".to_string()),
+            "{shared:?}"
+        );
+
+        let mut system = pi4();
+        sda_as_standby(&mut system);
+        sda_mut(&mut system).partitions[0].uuid = None;
+        assert_eq!(
+            codes(plan_sync(
+                &system,
+                None,
+                Some(&record_of("0a1b2c3d-01")),
+                &SyncRequest::default()
+            )),
+            ["standby-unreadable"]
+        );
+    }
+
+    #[test]
+    fn without_boot_files_there_is_nothing_to_sync_from() {
+        let mut system = pi4();
+        system.source.boot_dir = None;
+        assert_eq!(
+            codes(plan_sync(&system, None, None, &to("/dev/sda"))),
+            ["source-boot"]
+        );
+    }
+
+    #[test]
+    fn no_sync_while_a_migration_is_pending() {
+        let system = pi4();
+        let plan = crate::plan::plan(
+            &system,
+            &options(Path::new("/dev/sda"), Layout::RootOnly, &to("/dev/sda")),
+        )
+        .unwrap();
+        let mut journal = Journal::new(plan, "/".into(), "/boot/firmware".into());
+        // Not finished.
+        assert_eq!(
+            codes(plan_sync(&system, Some(&journal), None, &to("/dev/sda"))),
+            ["migration-pending"]
+        );
+        // Finished, its trial not committed.
+        for step in [
+            crate::apply::journal::Step::Partitioned,
+            crate::apply::journal::Step::Formatted,
+            crate::apply::journal::Step::Copied,
+            crate::apply::journal::Step::TargetEdited,
+            crate::apply::journal::Step::SourceBootEdited,
+        ] {
+            journal.done.push(step);
+        }
+        journal.plan.trial_boot = Some(crate::plan::TrialBoot {
+            site: crate::plan::EditSite::SourceBoot,
+            tryboot_file: PartitionPath::known("/tryboot.txt"),
+            cmdline_file: PartitionPath::known("/cmdline.pimigrate.txt"),
+            backup: None,
+            diff: String::new(),
+            note: None,
+        });
+        let refused = plan_sync(&system, Some(&journal), None, &to("/dev/sda")).unwrap_err();
+        assert_eq!(refused.reasons[0].code, "migration-pending");
+        assert!(refused.reasons[0]
+            .hint
+            .as_deref()
+            .unwrap()
+            .contains("verify --commit"));
+        // Committed: the plan is made.
+        journal.committed = Some(1);
+        let plan = plan_sync(&system, Some(&journal), None, &to("/dev/sda")).unwrap();
+        assert!(plan.erases());
+    }
+
+    #[test]
+    fn a_first_sync_plans_the_layout_and_the_standbys_own_files() {
+        let system = pi4();
+        let plan = plan_sync(&system, None, None, &to("/dev/sda")).unwrap();
+        let layout = plan
+            .layout
+            .as_ref()
+            .expect("a first sync lays the disk out");
+        assert_eq!(
+            plan.standby.layout,
+            Layout::Full,
+            "root and boot on one disk"
+        );
+        assert_eq!(layout.table.partitions.len(), 2);
+        assert_eq!(plan.divergence, Divergence::FirstSync);
+        let files: Vec<String> = plan.edits.iter().map(|e| e.output.to_string()).collect();
+        assert_eq!(files, ["/etc/fstab", "/cmdline.txt"]);
+        let ids = layout.ids();
+        let cmdline = &plan.edits[1];
+        assert!(
+            cmdline
+                .diff
+                .contains(&format!("root=PARTUUID={}", ids.root.partuuid)),
+            "{}",
+            cmdline.diff
+        );
+        assert!(plan
+            .boot
+            .as_ref()
+            .unwrap()
+            .left_out
+            .contains(&"pieeprom.upd".to_string()));
     }
 }

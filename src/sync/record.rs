@@ -74,6 +74,19 @@ pub struct StandbyRecord {
     pub last_complete: Option<u64>,
     /// The standby root's superblock after the last complete sync.
     pub stamp: Option<super::superblock::Stamp>,
+    /// When the last complete sync ended (Unix seconds): on the standby,
+    /// an inode changed after it was changed by someone else.
+    #[serde(default)]
+    pub complete_at: Option<u64>,
+    /// Read-write mounts of the standby by pimigrate's own runs since the
+    /// last complete sync (interrupted ones): any others in its
+    /// superblock's count were made elsewhere.
+    #[serde(default)]
+    pub own_mounts: u16,
+    /// The clock when this sync started, against the time since boot, so a
+    /// later sync in the same boot sees a clock that was set back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<ClockMark>,
     /// Every offline check passed (only for a complete sync).
     pub bootable: Option<bool>,
     pub checks: Vec<CheckResult>,
@@ -81,6 +94,55 @@ pub struct StandbyRecord {
     pub boot_steps: Vec<String>,
     /// Why the last sync failed.
     pub error: Option<String>,
+    /// A first sync's layout of the disk, while it is under way: the
+    /// table's disk id and the steps done, so an interrupted layout is
+    /// finished rather than half trusted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub laying_out: Option<LayoutProgress>,
+}
+
+/// The wall clock against the time since boot, at one moment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClockMark {
+    /// Unix seconds.
+    pub wall: u64,
+    /// Seconds since boot (CLOCK_BOOTTIME: counts suspend, never set).
+    pub since_boot: u64,
+    /// `/proc/sys/kernel/random/boot_id`.
+    pub boot_id: String,
+}
+
+impl ClockMark {
+    /// Now, with `boot_id` read from `proc_boot_id`.
+    pub fn now(proc_boot_id: &Path) -> Option<ClockMark> {
+        let boot_id = std::fs::read_to_string(proc_boot_id)
+            .ok()?
+            .trim()
+            .to_string();
+        let since_boot = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME)
+            .ok()?
+            .tv_sec() as u64;
+        Some(ClockMark {
+            wall: crate::clock::now(),
+            since_boot,
+            boot_id,
+        })
+    }
+
+    /// Whether the wall clock was set back between `self` and `later` (in
+    /// the same boot; across boots it cannot be told).
+    pub fn set_back_before(&self, later: &ClockMark) -> bool {
+        let elapsed = later.since_boot.saturating_sub(self.since_boot);
+        self.boot_id == later.boot_id && later.wall + 2 < self.wall + elapsed
+    }
+}
+
+/// How far a first sync's layout of the standby got.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LayoutProgress {
+    /// The planned table's disk id (MBR signature or GPT GUID).
+    pub disk_id: String,
+    pub done: Vec<crate::apply::journal::Step>,
 }
 
 impl StandbyRecord {
@@ -150,10 +212,14 @@ pub(crate) mod tests_support {
             finished: None,
             last_complete: Some(1_699_990_000),
             stamp: None,
+            complete_at: None,
+            own_mounts: 0,
+            clock: None,
             bootable: None,
             checks: Vec::new(),
             boot_steps: Vec::new(),
             error: None,
+            laying_out: None,
         }
     }
 }
@@ -162,6 +228,26 @@ pub(crate) mod tests_support {
 mod tests {
     use super::tests_support::sample;
     use super::*;
+
+    #[test]
+    fn a_clock_set_back_in_the_same_boot_is_seen() {
+        let then = ClockMark {
+            wall: 1_000_000,
+            since_boot: 100,
+            boot_id: "a".into(),
+        };
+        let later = |wall, since_boot, id: &str| ClockMark {
+            wall,
+            since_boot,
+            boot_id: id.into(),
+        };
+        assert!(!then.set_back_before(&later(1_000_600, 700, "a")));
+        // An hour ahead then, put right since: 600 s later by the boot
+        // clock, but the wall clock says 3000 s earlier.
+        assert!(then.set_back_before(&later(997_600, 700, "a")));
+        // Another boot: it cannot be told.
+        assert!(!then.set_back_before(&later(997_600, 50, "b")));
+    }
 
     #[test]
     fn a_record_survives_a_round_trip_and_a_failure_keeps_its_last_complete_sync() {

@@ -1,7 +1,7 @@
 //! `pimigrate sync` as text: the plan before it runs, and how it ended.
 
-use super::apply::SyncOutcome;
 use super::plan::SyncPlan;
+use crate::apply::standby::SyncOutcome;
 use crate::plan::Layout;
 use crate::units::binary;
 use std::fmt::Write;
@@ -19,9 +19,9 @@ pub fn plan_text(plan: &SyncPlan, verbose: bool) -> String {
         let _ = writeln!(
             out,
             "  first sync: EVERYTHING ON {disk} IS ERASED; new {} table, fresh ids:",
-            layout.disk.table.kind
+            layout.table.kind
         );
-        for (part, fs) in layout.disk.table.partitions.iter().zip(&layout.disk.filesystems) {
+        for (part, fs) in layout.table.partitions.iter().zip(&layout.filesystems) {
             let _ = writeln!(
                 out,
                 "    partition {} {:>10}  {} PARTUUID={} UUID={} LABEL={}",
@@ -70,11 +70,7 @@ pub fn plan_text(plan: &SyncPlan, verbose: bool) -> String {
         );
     }
     let _ = writeln!(out, "The standby keeps its own ids:");
-    for edit in plan
-        .root_edits
-        .iter()
-        .chain(plan.boot.as_ref().map(|b| &b.cmdline))
-    {
+    for edit in &plan.edits {
         let _ = writeln!(out, "  {} on {}:", edit.output, edit.device);
         for line in edit.diff.lines() {
             let _ = writeln!(out, "    {line}");
@@ -90,6 +86,12 @@ pub fn plan_text(plan: &SyncPlan, verbose: bool) -> String {
         out,
         "Then: flush, check that the standby would boot, record the result."
     );
+    if let Some(line) = plan.divergence.summary() {
+        let _ = writeln!(out, "CHANGED: {line}");
+    }
+    for warning in &plan.warnings {
+        let _ = writeln!(out, "Warning: {warning}");
+    }
     out
 }
 
@@ -137,4 +139,3 @@ pub fn outcome_text(outcome: &SyncOutcome, quiet: bool) -> String {
     }
     out
 }
-

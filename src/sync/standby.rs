@@ -130,8 +130,9 @@ impl Standby {
 /// What `--to`, the record or the journal point at.
 #[derive(Debug)]
 pub enum Found<'a> {
-    /// A standby with partitions of its own: update it.
-    Existing(Box<Standby>),
+    /// A standby with partitions of its own: update it (with what to warn
+    /// of, when it is taken on the person's word).
+    Existing(Box<Standby>, Option<String>),
     /// A disk that is not (yet) a standby: a first sync lays it out.
     Blank(&'a Disk),
 }
@@ -149,40 +150,96 @@ pub fn find<'a>(
         if fresh {
             return Ok(Found::Blank(disk));
         }
-        if let Some(standby) = record.and_then(|r| from_record(disk, r)) {
-            return Ok(Found::Existing(Box::new(standby)));
+        if let Some((standby, unlike)) = record.and_then(|r| from_record(disk, r)) {
+            // Named with --to: taken as the standby, with what differs said.
+            let warning = unlike.map(|why| {
+                format!(
+                    "{} is taken as the standby because --to names it, though {why}",
+                    to.display()
+                )
+            });
+            return Ok(existing_or_unfinished(standby, disk, record, warning));
         }
         if let Some(standby) = journal.and_then(|j| from_journal(system, j, Some(disk)).ok()) {
-            return Ok(Found::Existing(Box::new(standby)));
+            return Ok(Found::Existing(Box::new(standby), None));
         }
         return Ok(Found::Blank(disk));
     }
     if let Some(record) = record {
-        return system
+        let found: Vec<(Standby, Option<String>, &Disk)> = system
             .disks
             .iter()
-            .find_map(|disk| from_record(disk, record))
-            .map(|s| Found::Existing(Box::new(s)))
-            .ok_or_else(|| {
-                Reason::new(
-                    "standby-missing",
-                    format!(
-                        "the standby {} (root PARTUUID={}) is not attached",
-                        record.disk.display(),
-                        record.root.partuuid.as_deref().unwrap_or("?")
-                    ),
-                )
-                .hint("plug it in, or name another disk with --to (a disk that is not a standby yet is erased and laid out anew)")
-            });
+            .filter_map(|disk| from_record(disk, record).map(|(s, unlike)| (s, unlike, disk)))
+            .collect();
+        if let Some((standby, _, disk)) = found.iter().find(|(_, unlike, _)| unlike.is_none()) {
+            return Ok(existing_or_unfinished(
+                standby.clone(),
+                disk,
+                Some(record),
+                None,
+            ));
+        }
+        return Err(match found.first() {
+            Some((_, Some(why), disk)) => Reason::new(
+                "standby-not-itself",
+                format!(
+                    "{} carries the standby's root PARTUUID={}, but {why}: a copy of the standby, not the standby itself",
+                    disk.path.display(),
+                    record.root.partuuid.as_deref().unwrap_or("?")
+                ),
+            )
+            .hint(format!(
+                "plug in the standby itself; or, to make {} the standby, name it: sudo pimigrate sync --to {}",
+                disk.path.display(),
+                disk.path.display()
+            )),
+            _ => Reason::new(
+                "standby-missing",
+                format!(
+                    "the standby {} (root PARTUUID={}) is not attached",
+                    record.disk.display(),
+                    record.root.partuuid.as_deref().unwrap_or("?")
+                ),
+            )
+            .hint("plug it in, or name another disk with --to (a disk that is not a standby yet is erased and laid out anew)"),
+        });
     }
     if let Some(journal) = journal {
-        return from_journal(system, journal, None).map(|s| Found::Existing(Box::new(s)));
+        return from_journal(system, journal, None).map(|s| Found::Existing(Box::new(s), None));
     }
     Err(Reason::new(
         "no-standby",
         "there is no standby yet: no standby record and no migration journal names a disk",
     )
     .hint("name the disk to keep in sync with --to DISK (`pimigrate devices` lists them)"))
+}
+
+/// The standby `record` names, on the disk that is it (not a copy of it),
+/// when it is attached.
+pub fn recorded(system: &System, record: &StandbyRecord) -> Option<Standby> {
+    system
+        .disks
+        .iter()
+        .filter_map(|disk| from_record(disk, record))
+        .find(|(_, unlike)| unlike.is_none())
+        .map(|(standby, _)| standby)
+}
+
+/// The standby the record names, or, when its first sync's layout was cut
+/// short (no filesystems made yet), its disk to lay out anew.
+fn existing_or_unfinished<'a>(
+    standby: Standby,
+    disk: &'a Disk,
+    record: Option<&StandbyRecord>,
+    warning: Option<String>,
+) -> Found<'a> {
+    let unfinished = record
+        .and_then(|r| r.laying_out.as_ref())
+        .is_some_and(|l| !l.done.contains(&crate::apply::journal::Step::Formatted));
+    match unfinished {
+        true => Found::Blank(disk),
+        false => Found::Existing(Box::new(standby), warning),
+    }
 }
 
 /// The whole disk at `path`, or why it is not one.
@@ -214,8 +271,11 @@ fn named_disk<'a>(system: &'a System, path: &Path) -> Result<&'a Disk, Reason> {
     }
 }
 
-/// The standby of `record`, if it is on `disk`.
-fn from_record(disk: &Disk, record: &StandbyRecord) -> Option<Standby> {
+/// The standby of `record`, if its root PARTUUID is on `disk`; with what
+/// tells that it is another disk carrying the same ids (a copy of the
+/// card), when something does: the root filesystem's UUID, the disk's
+/// serial or model, where both the record and the disk know them.
+fn from_record(disk: &Disk, record: &StandbyRecord) -> Option<(Standby, Option<String>)> {
     let by_partuuid = |partuuid: Option<&str>| {
         let partuuid = partuuid?;
         disk.partitions.iter().find(|p| {
@@ -229,13 +289,32 @@ fn from_record(disk: &Disk, record: &StandbyRecord) -> Option<Standby> {
         Some(ids) => Some(by_partuuid(ids.partuuid.as_deref())?),
         None => None,
     };
-    Some(Standby {
+    let differs = |what: &str, recorded: Option<&str>, now: Option<&str>| match (recorded, now) {
+        (Some(a), Some(b)) if !a.eq_ignore_ascii_case(b) => {
+            Some(format!("its {what} is {b}, the standby's {a}"))
+        }
+        _ => None,
+    };
+    let unlike: Vec<String> = [
+        differs(
+            "root filesystem's UUID",
+            record.root.uuid.as_deref(),
+            root.uuid.as_deref(),
+        ),
+        differs("serial", record.serial.as_deref(), disk.serial.as_deref()),
+        differs("model", record.model.as_deref(), disk.model.as_deref()),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let standby = Standby {
         disk: crate::plan::identity(disk),
         layout: record.layout,
         root: StandbyPart::of(root),
         boot: boot.map(StandbyPart::of),
         found_by: FoundBy::Record,
-    })
+    };
+    Some((standby, (!unlike.is_empty()).then(|| unlike.join(", "))))
 }
 
 /// The disk the journal's migration came from: its old root partition, and

@@ -22,12 +22,30 @@ pub struct StandbyStatus {
     pub running_from_standby: bool,
     /// The line people read.
     pub summary: String,
+    /// What else the owner must know: the standby changed since its last
+    /// sync; the bootloader would start it before the running system.
+    pub warnings: Vec<String>,
 }
 
 /// The standby's status, when there is a record of one.
 pub fn status(system: &System) -> Option<StandbyStatus> {
     let record = StandbyRecord::load(&system.host.path(&system.host.state_dir)).ok()??;
-    Some(of(system, &record, now()))
+    let mut status = of(system, &record, now());
+    if let Some(standby) = super::standby::recorded(system, &record) {
+        if !status.running_from_standby {
+            status
+                .warnings
+                .extend(super::divergence::check(system, &standby, Some(&record)).summary());
+            status
+                .warnings
+                .extend(super::boot_order::standby_boots_first(
+                    system,
+                    &standby.disk,
+                    record.layout,
+                ));
+        }
+    }
+    Some(status)
 }
 
 fn of(system: &System, record: &StandbyRecord, now: u64) -> StandbyStatus {
@@ -88,6 +106,7 @@ fn of(system: &System, record: &StandbyRecord, now: u64) -> StandbyStatus {
         bootable: record.bootable,
         running_from_standby,
         summary,
+        warnings: Vec::new(),
     }
 }
 

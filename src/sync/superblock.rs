@@ -22,11 +22,31 @@ const EXT_MAGIC: u16 = 0xef53;
 /// The stamp of the ext2/3/4 filesystem at byte `offset` of `device` (0
 /// for a partition's own device node); `None` when it is not one.
 pub fn read(device: &Path, offset: u64) -> std::io::Result<Option<Stamp>> {
+    Ok(read_block(device, offset)?.as_ref().and_then(parse))
+}
+
+/// When the filesystem was last mounted (`s_mtime`, Unix seconds, by the
+/// clock of the machine that mounted it).
+pub fn last_mounted(device: &Path, offset: u64) -> std::io::Result<Option<u32>> {
+    Ok(read_block(device, offset)?
+        .filter(|block| parse(block).is_some())
+        .map(|block| u32::from_le_bytes([block[0x2c], block[0x2d], block[0x2e], block[0x2f]])))
+}
+
+fn read_block(device: &Path, offset: u64) -> std::io::Result<Option<[u8; 0x40]>> {
     let mut file = std::fs::File::open(device)?;
     file.seek(SeekFrom::Start(offset + SUPERBLOCK_OFFSET))?;
     let mut block = [0u8; 0x40];
     file.read_exact(&mut block)?;
-    Ok(parse(&block))
+    Ok(Some(block))
+}
+
+impl Stamp {
+    /// Read-write mounts since `earlier` (a filesystem checked by e2fsck,
+    /// which resets the count, shows as many).
+    pub fn mounts_since(&self, earlier: &Stamp) -> u16 {
+        self.mount_count.wrapping_sub(earlier.mount_count)
+    }
 }
 
 /// The stamp from the superblock's first 64 bytes.

@@ -1,7 +1,7 @@
 //! What `pimigrate devices` shows: the Pi, the running system, the disks.
 
-use super::disks::{Disk, Transport};
 use super::disks::device_name;
+use super::disks::{Disk, Transport};
 use super::pi::PiInfo;
 use super::source::{BootFile, BootFileError, Reference};
 use super::System;
@@ -58,9 +58,13 @@ fn source_summary(system: &System) -> SourceSummary {
         .collect();
     SourceSummary {
         root_dir: source.root_dir.clone(),
-        root_device: source.root_devno.and_then(|d| device_name(&system.disks, d)),
+        root_device: source
+            .root_devno
+            .and_then(|d| device_name(&system.disks, d)),
         boot_dir: source.boot_dir.clone(),
-        boot_device: source.boot_devno.and_then(|d| device_name(&system.disks, d)),
+        boot_device: source
+            .boot_devno
+            .and_then(|d| device_name(&system.disks, d)),
         used_bytes: system.source_used_bytes,
         references: source.references(&system.disks),
         problems,

@@ -76,10 +76,7 @@ fn write_pi(out: &mut String, pi: &PiInfo) {
 fn bootloader_line(pi: &PiInfo) -> Option<String> {
     let mut facts = Vec::new();
     if let Some(built) = pi.bootloader_built {
-        facts.push(format!(
-            "built {}",
-            &crate::clock::rfc3339_utc(built)[..10]
-        ));
+        facts.push(format!("built {}", &crate::clock::rfc3339_utc(built)[..10]));
     }
     if let Some(order) = &pi.boot_order {
         facts.push(format!("BOOT_ORDER {}", order.describe()));

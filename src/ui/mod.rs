@@ -6,6 +6,7 @@
 //! [`Aborted`] as the error, so a caller only writes `?` and the top of the
 //! flow says that nothing was changed.
 
+pub mod confirm;
 pub mod scripted;
 pub mod terminal;
 

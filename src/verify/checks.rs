@@ -3,8 +3,8 @@
 
 use super::expected::Expected;
 use super::Check;
-use crate::system::disks::device_name;
 use crate::bootcfg::{Cmdline, CmdlineError, ConfigTxt, DeviceSpec, FilterContext};
+use crate::system::disks::device_name;
 use crate::system::source::{id_uses, resolve, IdUse};
 use crate::system::System;
 use std::path::PathBuf;

@@ -134,7 +134,8 @@ impl Expected {
 }
 
 fn partuuid_of(plan: &Plan, role: PartitionRole) -> Option<String> {
-    plan.disk.table
+    plan.disk
+        .table
         .partitions
         .iter()
         .find(|p| p.role == role)

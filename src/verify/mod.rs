@@ -217,4 +217,3 @@ pub fn rollback_advice(expected: &expected::Expected) -> Vec<String> {
     }
     steps
 }
-

@@ -4,9 +4,9 @@
 
 use super::expected::Expected;
 use super::{Check, TrialState, Verdict, Verification};
-use crate::system::disks::device_name;
 use crate::apply::journal::{Journal, Step};
 use crate::host::Host;
+use crate::system::disks::device_name;
 use crate::system::source::resolve;
 use crate::system::System;
 

@@ -1,11 +1,17 @@
-//! A full standby's boot partition brought up to date with the running
-//! system's: new and changed files copied (each written under a temporary
-//! name and renamed over), files the running system no longer has
-//! removed, and what [`super::plan::BOOT_LEFT_OUT`] names left alone on
-//! both sides. FAT keeps no owners, links or xattrs, and its times have a
-//! two-second grain, which the comparison allows for.
+//! The replica engine's boot tree: a boot partition brought up to date with
+//! the running system's (a full move's new one, empty; a full standby's):
+//! new and changed files copied, each written under a temporary name and
+//! renamed over, files the running system no longer has removed, and the
+//! names the caller leaves out left alone on both sides (a standby's trial
+//! and EEPROM files, the command line the replica writes itself). FAT
+//! keeps no owners, links or xattrs, and its times have a two-second
+//! grain, which the comparison allows for. The caller flushes the
+//! filesystem once at the end.
+//!
+//! fs_extra copies onto the final names, which a cut can leave half
+//! written, and neither compares nor removes: it does not fit here.
 
-use crate::apply::atomic;
+use super::atomic;
 use anyhow::{Context, Result};
 use serde::Serialize;
 use std::os::unix::fs::MetadataExt;
@@ -21,12 +27,12 @@ pub struct BootStats {
     pub bytes: u64,
 }
 
-/// Writes on the standby's boot partition: flushed once at the end, not
-/// after every file (the standby is not running, and the sync is marked
-/// complete only after the flush).
-const STANDBY_BOOT_FILE: atomic::Points = atomic::Points {
-    after_temp: "standby-boot-after-temp",
-    after_rename: "standby-boot-after-rename",
+/// Writes on the copy's boot partition: flushed once at the end, not after
+/// every file (the copy is not running, and the run records it done only
+/// after the flush).
+const BOOT_TREE_FILE: atomic::Points = atomic::Points {
+    after_temp: "boot-tree-after-temp",
+    after_rename: "boot-tree-after-rename",
     whole_filesystem: false,
 };
 
@@ -112,7 +118,7 @@ fn copy_if_changed(
         }
     }
     let bytes = std::fs::read(source).with_context(|| format!("reading {}", source.display()))?;
-    atomic::replace(target, &bytes, STANDBY_BOOT_FILE)?;
+    atomic::replace(target, &bytes, BOOT_TREE_FILE)?;
     let mtime = std::time::UNIX_EPOCH + std::time::Duration::new(meta.mtime().max(0) as u64, 0);
     std::fs::File::options()
         .write(true)
@@ -137,7 +143,22 @@ fn remove_extra(from: &Path, to: &Path, patterns: &[String], stats: &mut BootSta
         let kept = relative
             .components()
             .any(|c| left_out(&c.as_os_str().to_string_lossy(), patterns));
-        if kept || from.join(relative).symlink_metadata().is_ok() {
+        // Only a name the running system certainly lacks is removed: a
+        // source that cannot be read now keeps what the copy has.
+        let gone = match from.join(relative).symlink_metadata() {
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => true,
+            Err(err) => {
+                return Err(err).with_context(|| {
+                    format!(
+                        "reading {}; nothing was removed from {}",
+                        from.join(relative).display(),
+                        to.display()
+                    )
+                })
+            }
+            Ok(_) => false,
+        };
+        if kept || !gone {
             continue;
         }
         let removed = if entry.file_type().is_dir() {
@@ -168,7 +189,7 @@ mod tests {
     }
 
     fn patterns() -> Vec<String> {
-        super::super::plan::BOOT_LEFT_OUT
+        crate::sync::plan::BOOT_LEFT_OUT
             .iter()
             .map(|s| s.to_string())
             .collect()
