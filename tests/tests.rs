@@ -29,7 +29,8 @@ mod migrate_host; // migrate and rollback on a loop-device SSD
 mod recommend_blank; // the blank-drive question on real loop devices
 mod root_first; // the binary as a normal user: sudo said first
 mod scan_live; // the source scan across mount points
-mod sync_host; // sync: first layout, incremental runs, a kill midway, refusals
+mod sync_faults; // a first sync killed at every failure point
+mod sync_host; // sync: first layout, incremental runs, a kill midway, refusals, changed standbys, planted links
 mod verify_bench_host; // before/after on real benchmark runs
 
 // In a terminal (tmux).
