@@ -75,7 +75,7 @@ pub const TABLE: &[ExitStatus] = &[
     ExitStatus {
         code: EXIT_FAILED,
         commands: &["verify"],
-        meaning: "a check failed; the output says how to roll back",
+        meaning: "a check failed, or --commit was refused; the output says how to roll back",
     },
     ExitStatus {
         code: EXIT_FAILED,

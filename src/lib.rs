@@ -10,6 +10,7 @@ pub mod bootcfg;
 pub mod cli;
 pub mod commands;
 pub mod copy;
+pub mod docgen;
 pub mod exit;
 pub mod failpoint;
 pub mod host;
