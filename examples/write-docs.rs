@@ -21,7 +21,8 @@ fn main() -> Result<()> {
 }
 
 fn write(path: &Path, block: &pimigrate::docgen::Block) -> Result<()> {
-    let doc = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let doc =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let new = pimigrate::docgen::splice(&doc, block.name, &block.text)
         .with_context(|| format!("in {}", path.display()))?;
     if new != doc {

@@ -51,7 +51,9 @@ fn command() -> clap::Command {
 /// section called EXTRA); the page gets its own EXIT STATUS section from
 /// the same table instead.
 fn for_man_page(command: clap::Command) -> clap::Command {
-    command.after_long_help(None::<&str>).after_help(None::<&str>)
+    command
+        .after_long_help(None::<&str>)
+        .after_help(None::<&str>)
 }
 
 /// `pimigrate(1)`: the top-level page, listing every subcommand, with exit

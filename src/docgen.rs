@@ -135,10 +135,7 @@ fn preset_table() -> String {
         "| preset | per test | ramp | test file | whole run, each drive |\n|---|---|---|---|---|\n",
     );
     let a1_rate = times::rate(A1_WRITE_BYTES_PER_S);
-    for (label, preset) in [
-        ("standard", Preset::Standard),
-        ("`--quick`", Preset::Quick),
-    ] {
+    for (label, preset) in [("standard", Preset::Standard), ("`--quick`", Preset::Quick)] {
         let params = SuiteParams::new(preset, None, None);
         let time = SuiteTime::of(preset);
         table.push_str(&format!(

@@ -622,7 +622,15 @@ fn migrate_dry_run_is_plan() {
     for args in [
         &["--target", "/dev/sda", "--seed", "5"][..],
         &["--target", "/dev/sda", "--seed", "5", "--json"],
-        &["--target", "/dev/sda", "--seed", "5", "--layout", "full", "--trial=never"],
+        &[
+            "--target",
+            "/dev/sda",
+            "--seed",
+            "5",
+            "--layout",
+            "full",
+            "--trial=never",
+        ],
         &["--target", "/dev/sda", "--seed", "5", "-v"],
         // Refused: the system disk.
         &["--target", "/dev/mmcblk0", "--json"],
@@ -630,7 +638,12 @@ fn migrate_dry_run_is_plan() {
     ] {
         let plan = run("plan", args);
         let dry = run("migrate", args);
-        assert_eq!(exit_code(&dry), exit_code(&plan), "{args:?}: {}", stderr(&dry));
+        assert_eq!(
+            exit_code(&dry),
+            exit_code(&plan),
+            "{args:?}: {}",
+            stderr(&dry)
+        );
         assert_eq!(stdout(&dry), stdout(&plan), "{args:?}");
         assert_eq!(stderr(&dry), stderr(&plan), "{args:?}");
         assert!(!stdout(&plan).is_empty() || !stderr(&plan).is_empty());
@@ -640,7 +653,10 @@ fn migrate_dry_run_is_plan() {
     assert_eq!(std::fs::read_dir(state.path()).unwrap().count(), 0);
     // A dry run has nothing to resume and reboots nothing.
     for clash in ["--resume", "--reboot"] {
-        assert_eq!(exit_code(&run("migrate", &["--target", "/dev/sda", clash])), 2);
+        assert_eq!(
+            exit_code(&run("migrate", &["--target", "/dev/sda", clash])),
+            2
+        );
     }
 }
 

@@ -44,7 +44,14 @@ fn trial_is_one_flag_with_every_old_spelling() {
             (&["--trial"], Some(Always)),
             (&["--no-trial"], Some(Never)),
             // No flag: plan and migrate decide (auto), the wizard asks.
-            (&[], if command == "wizard" { None } else { Some(Auto) }),
+            (
+                &[],
+                if command == "wizard" {
+                    None
+                } else {
+                    Some(Auto)
+                },
+            ),
         ];
         for (flags, want) in cases {
             // Before and after --target: a bare --trial takes no value
@@ -150,16 +157,33 @@ fn test_only_flags_are_hidden_but_work() {
                 assert!(help.contains("--all"), "devices --all is not hidden");
                 continue;
             }
-            assert!(!help.contains(&format!("--{flag} ")), "{name} --help shows --{flag}");
-            assert!(!help.contains(&format!("--{flag}\n")), "{name} --help shows --{flag}");
+            assert!(
+                !help.contains(&format!("--{flag} ")),
+                "{name} --help shows --{flag}"
+            );
+            assert!(
+                !help.contains(&format!("--{flag}\n")),
+                "{name} --help shows --{flag}"
+            );
             let roff = format!("\\-\\-{}", flag.replace('-', "\\-"));
-            assert!(!man.contains(&format!("{roff}\\fR")) && !man.contains(&format!("{roff} ")),
-                "the man page of {name} shows --{flag}");
+            assert!(
+                !man.contains(&format!("{roff}\\fR")) && !man.contains(&format!("{roff} ")),
+                "the man page of {name} shows --{flag}"
+            );
         }
     }
     let output = on_fixture(
         "pi4",
-        &["plan", "--json", "--target", "/dev/sda", "--seed", "1", "--disk-signature", "1234abcd"],
+        &[
+            "plan",
+            "--json",
+            "--target",
+            "/dev/sda",
+            "--seed",
+            "1",
+            "--disk-signature",
+            "1234abcd",
+        ],
     );
     assert_eq!(exit_code(&output), 0, "{}", stderr(&output));
     assert_eq!(json(&output)["table"]["disk_id"], "1234abcd");
@@ -215,20 +239,33 @@ fn every_help_and_man_page_has_the_exit_table() {
         .get_subcommands()
         .map(|s| s.get_name().to_string())
         .collect();
-    assert_eq!(names, pimigrate::exit::COMMANDS, "exit::COMMANDS is out of date");
+    assert_eq!(
+        names,
+        pimigrate::exit::COMMANDS,
+        "exit::COMMANDS is out of date"
+    );
     let pages = pimigrate::assets::subcommand_man_pages().unwrap();
     for name in &names {
         let help = help_of(&[name.as_str()]);
         let table = pimigrate::exit::help_text(Some(name));
-        assert!(help.contains(&table), "{name} --help lacks\n{table}\nin\n{help}");
+        assert!(
+            help.contains(&table),
+            "{name} --help lacks\n{table}\nin\n{help}"
+        );
         assert!(table.contains("\n  130  "), "{name}: {table}");
         let page = pages
             .iter()
             .find(|(file, _)| file == &format!("pimigrate-{name}.1"))
             .unwrap();
         let page = String::from_utf8_lossy(&page.1);
-        assert!(page.contains(&pimigrate::exit::roff(Some(name))), "{name}(1)");
-        assert!(!page.contains(".SH EXTRA"), "{name}(1) has clap's EXTRA section");
+        assert!(
+            page.contains(&pimigrate::exit::roff(Some(name))),
+            "{name}(1)"
+        );
+        assert!(
+            !page.contains(".SH EXTRA"),
+            "{name}(1) has clap's EXTRA section"
+        );
     }
     assert!(help_of(&[]).contains(&pimigrate::exit::help_text(None)));
     let top = String::from_utf8(pimigrate::assets::man_page().unwrap()).unwrap();

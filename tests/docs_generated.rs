@@ -163,7 +163,9 @@ fn known() -> Vec<Known> {
         },
         Known {
             phrase: "the best SEQ1M write (84 % in the run above: 1364.9 MB/s against 1616.6)",
-            source: Theirs("one run's result, in the table above it that scripts/bench-copy.sh printed"),
+            source: Theirs(
+                "one run's result, in the table above it that scripts/bench-copy.sh printed",
+            ),
         },
         Known {
             phrase: "the benchmark's 1.5 s quick run",
@@ -244,7 +246,11 @@ fn no_page_has_a_figure_typed_by_hand() {
         stray.join("\n")
     );
     for (known, used) in known.iter().zip(used) {
-        assert!(used, "no page says {:?} any more: remove it here", known.phrase);
+        assert!(
+            used,
+            "no page says {:?} any more: remove it here",
+            known.phrase
+        );
         match &known.source {
             Source::Theirs(reason) => assert!(!reason.is_empty()),
             Source::File(file, text) => assert!(
