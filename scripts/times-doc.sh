@@ -42,3 +42,6 @@ awk -v table="$table" '
 ' "$doc" >"$doc.new"
 mv "$doc.new" "$doc"
 echo "times-doc: $doc updated from $tsv"
+# README's line on how long the demo and the test run take is generated
+# from this table (src/docgen.rs): bring it along.
+cargo run --quiet --example write-docs

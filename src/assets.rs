@@ -19,28 +19,10 @@ pub const SHELLS: [(Shell, &str); 3] = [
     (Shell::Fish, "pimigrate.fish"),
 ];
 
-/// Sections clap knows nothing about, appended to `pimigrate(1)`. Plain
-/// roff: every line that starts with a dot is a request on purpose.
-const EXTRA_SECTIONS: &str = r#".SH "EXIT STATUS"
-.TP
-\fB0\fR
-success
-.TP
-\fB1\fR
-error
-.TP
-\fB2\fR
-bad usage
-.TP
-\fB3\fR
-refused: the plan cannot be made; every reason is printed with what to do
-.TP
-\fB4\fR
-verify: nothing to verify (no migration journal, or no reboot since the migration)
-.TP
-\fB5\fR
-verify: a check failed (the output says how to roll back)
-.SH ENVIRONMENT
+/// Sections clap knows nothing about, appended to `pimigrate(1)` after its
+/// EXIT STATUS (from [`crate::exit`]). Plain roff: every line that starts
+/// with a dot is a request on purpose.
+const EXTRA_SECTIONS: &str = r#".SH ENVIRONMENT
 .TP
 \fBNO_COLOR\fR
 When set (to anything but the empty string), nothing is printed in colour.
@@ -64,14 +46,25 @@ fn command() -> clap::Command {
     Cli::command()
 }
 
+/// A command as its man page shows it: without the exit-status text that
+/// `--help` prints after the options (clap_mangen would render it as a
+/// section called EXTRA); the page gets its own EXIT STATUS section from
+/// the same table instead.
+fn for_man_page(command: clap::Command) -> clap::Command {
+    command
+        .after_long_help(None::<&str>)
+        .after_help(None::<&str>)
+}
+
 /// `pimigrate(1)`: the top-level page, listing every subcommand, with exit
 /// codes, environment and files.
 pub fn man_page() -> Result<Vec<u8>> {
     let command = command();
     let mut out = Vec::new();
-    clap_mangen::Man::new(command.clone())
+    clap_mangen::Man::new(for_man_page(command.clone()))
         .render(&mut out)
         .context("rendering the man page")?;
+    out.extend_from_slice(crate::exit::roff(None).as_bytes());
     out.extend_from_slice(EXTRA_SECTIONS.as_bytes());
     out.extend_from_slice(see_also(&command).as_bytes());
     Ok(out)
@@ -89,10 +82,11 @@ pub fn subcommand_man_pages() -> Result<Vec<(String, Vec<u8>)>> {
     for sub in command.get_subcommands().filter(|s| !s.is_hide_set()) {
         let name = format!("pimigrate-{}", sub.get_name());
         let mut page = Vec::new();
-        clap_mangen::Man::new(sub.clone())
+        clap_mangen::Man::new(for_man_page(sub.clone()))
             .source(format!("pimigrate {}", env!("PIMIGRATE_VERSION")))
             .render(&mut page)
             .with_context(|| format!("rendering the man page for {name}"))?;
+        page.extend_from_slice(crate::exit::roff(Some(sub.get_name())).as_bytes());
         page.extend_from_slice(b".SH \"SEE ALSO\"\n\\fBpimigrate\\fR(1)\n");
         pages.push((format!("{name}.1"), page));
     }

@@ -1,7 +1,8 @@
 //! Command-line types (clap). Only subcommands that work are registered.
 
 use crate::bench::engine::EngineKind;
-use crate::bench::suite::Preset;
+use crate::bench::suite::{Preset, SuiteParams};
+use crate::bench::times::{self, SuiteTime};
 use crate::plan::{BootOrderChoice, HandoverChoice, Layout, Options, TableChoice, TrialChoice};
 use crate::wizard::{Benchmarks, Settings};
 use clap::builder::PossibleValue;
@@ -16,10 +17,9 @@ use std::path::PathBuf;
     version = env!("PIMIGRATE_VERSION"),
     about = "Move a Raspberry Pi's system from its SD card to a USB SSD or NVMe drive",
     long_about = "Move a Raspberry Pi's system from its SD card to a USB SSD or NVMe drive: \
-                  safely (plan first, never touch the source disk), measurably and provably bootable.\n\n\
-                  Exit codes: 0 success, 1 error, 2 bad usage, 3 refused (the plan cannot be made; \
-                  every reason is printed), 4 nothing to verify (verify: no migration journal, or \
-                  no reboot yet), 5 verification failed (verify: the output says how to roll back)."
+                  safely (plan first, never touch the source disk), measurably and provably bootable.",
+    // The one exit-status table (src/exit.rs), also in the man pages and docs/plan.md.
+    after_long_help = crate::exit::help_text(None)
 )]
 pub struct Cli {
     /// Print machine-readable JSON (a versioned schema) instead of text.
@@ -53,8 +53,10 @@ pub struct Cli {
     pub log_dir: PathBuf,
 
     /// Read /sys, /proc, /dev and /run from this tree instead of the
-    /// running system (offline inspection and tests).
-    #[arg(long, global = true, value_name = "DIR", hide_short_help = true)]
+    /// running system: the tests' fixture machines and the testbed's
+    /// stand-ins, not a Pi owner's flag, so `--help` and the man pages do
+    /// not show it.
+    #[arg(long, global = true, value_name = "DIR", hide = true)]
     pub sysroot: Option<PathBuf>,
 
     /// Without one, on a terminal: the guided wizard; otherwise this help.
@@ -65,33 +67,33 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// List disks, say which one holds the running system and which can take it.
+    #[command(after_long_help = crate::exit::help_text(Some("devices")))]
     Devices(DevicesArgs),
     /// Show exactly what a migration would do (a dry run: nothing is written).
+    #[command(after_long_help = crate::exit::help_text(Some("plan")))]
     Plan(PlanArgs),
     /// Measure a disk, partition or directory (fio-style tests, A1 grade); keeps a report.
+    #[command(after_long_help = crate::exit::help_text(Some("bench")))]
     Bench(BenchArgs),
     /// Move the system: the same plan as `plan`, confirmed, then applied.
+    #[command(after_long_help = crate::exit::help_text(Some("migrate")))]
     Migrate(MigrateArgs),
     /// Undo a migration's changes to the SD card's boot files, so it boots as before.
+    #[command(after_long_help = crate::exit::help_text(Some("rollback")))]
     Rollback(RollbackArgs),
     /// Rank the attached drives by random 4K speed against the current root, and pick one.
+    #[command(after_long_help = crate::exit::help_text(Some("recommend")))]
     Recommend(RecommendArgs),
-    /// After the reboot: check the system runs from the new root, make a trial
-    /// boot permanent (--commit), and compare its speed with before.
-    #[command(
-        after_help = "Exit codes: 0 every check passed, 1 error, 4 nothing to verify (no migration \
-                      journal, or no reboot since the migration), 5 a check failed (the output says \
-                      how to roll back)."
-    )]
+    /// After the reboot: check the system runs from the new root and compare
+    /// its speed (reads only); --commit writes: it makes a trial boot permanent.
+    #[command(after_long_help = crate::exit::help_text(Some("verify")))]
     Verify(VerifyArgs),
     /// A guided migration that explains and asks (what `pimigrate` alone starts on a terminal).
+    #[command(after_long_help = crate::exit::help_text(Some("wizard")))]
     Wizard(WizardArgs),
     /// Bring a standby copy of the running system up to date (the disk it was
-    /// migrated from, or --to DISK) and check that it would boot.
-    #[command(
-        after_help = "Exit codes: 0 synced and bootable, 1 error (the standby is marked incomplete), \
-                      3 refused, 5 synced but a check says it would not boot, 130 interrupted."
-    )]
+    /// migrated from, or --to DEV) and check that it would boot.
+    #[command(after_long_help = crate::exit::help_text(Some("sync")))]
     Sync(SyncArgs),
 }
 
@@ -127,7 +129,7 @@ pub struct SyncArgs {
 
     /// Do not ask (for timers and scripts). A first sync that erases a disk
     /// still needs an explicit --to.
-    #[arg(long)]
+    #[arg(short, long)]
     pub yes: bool,
 
     /// Show what the sync would do; write nothing.
@@ -155,8 +157,9 @@ pub struct SyncArgs {
     #[arg(long, conflicts_with_all = ["to", "fresh", "dry_run"])]
     pub remove_timer: bool,
 
-    /// Seed for a first sync's random ids, to make a plan reproducible.
-    #[arg(long, value_name = "N", hide_short_help = true)]
+    /// Seed for a first sync's random ids, to make a plan reproducible
+    /// (for tests: hidden from --help).
+    #[arg(long, value_name = "N", hide = true)]
     pub seed: Option<u64>,
 }
 
@@ -190,13 +193,49 @@ impl SyncArgs {
     }
 }
 
+/// `--trial[=WHEN]` and `--no-trial`, the same in `plan`, `migrate` and
+/// the wizard. Every spelling scripts use keeps working: `--trial always`
+/// (a space, as the Ansible role passes it), `--trial=always`, a bare
+/// `--trial` (always: the wizard's old flag) and `--no-trial`
+/// (tests/cli_fixtures.rs pins each).
+#[derive(Debug, Default, Args)]
+pub struct TrialArgs {
+    /// Boot the new root once on trial before it is permanent. A bare
+    /// --trial is --trial=always; without it: auto (the wizard asks).
+    // No `require_equals`: `--trial always` with a space must keep working;
+    // no subcommand that has it takes a positional argument it could eat.
+    #[arg(long, value_enum, value_name = "WHEN", num_args = 0..=1,
+          default_missing_value = "always", conflicts_with = "no_trial")]
+    pub trial: Option<TrialChoice>,
+
+    /// Change cmdline.txt directly, without a trial boot (= --trial never).
+    #[arg(long)]
+    pub no_trial: bool,
+}
+
+impl TrialArgs {
+    /// What the flags say; `None` when neither was given.
+    pub fn choice(&self) -> Option<TrialChoice> {
+        if self.no_trial {
+            Some(TrialChoice::Never)
+        } else {
+            self.trial
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct MigrateArgs {
     #[command(flatten)]
     pub plan: PlanArgs,
 
+    /// Show what the migration would do, as `plan` does (the same plan, the
+    /// same output), and write nothing.
+    #[arg(long, conflicts_with_all = ["resume", "reboot"])]
+    pub dry_run: bool,
+
     /// Do not ask: for scripts and fleets (an explicit --target is still required).
-    #[arg(long)]
+    #[arg(short, long)]
     pub yes: bool,
 
     /// Carry on with an interrupted migration, from its journal.
@@ -224,8 +263,9 @@ pub struct WizardArgs {
     #[arg(long, value_enum)]
     pub table: Option<TableChoice>,
 
-    /// Quick benchmarks, without asking (about 20 s a drive).
-    #[arg(long, conflicts_with = "no_bench")]
+    // Every figure in the help comes from the suites' definitions.
+    #[arg(long, conflicts_with = "no_bench",
+          help = quick_help("Quick benchmarks, without asking; each drive"))]
     pub quick: bool,
 
     /// No benchmarks: choose the disk without measuring.
@@ -243,14 +283,8 @@ pub struct WizardArgs {
     #[arg(long)]
     pub no_bench_blank: bool,
 
-    /// Boot the new root once on trial before it is permanent (a root-only
-    /// move on a firmware with tryboot; forces it where pimigrate cannot tell).
-    #[arg(long, conflicts_with = "no_trial")]
-    pub trial: bool,
-
-    /// Change cmdline.txt directly, without a trial boot.
-    #[arg(long)]
-    pub no_trial: bool,
+    #[command(flatten)]
+    pub trial: TrialArgs,
 
     /// A full move: change the bootloader's config as the plan shows
     /// (apply), or only show it (instead of asking; unattended: show).
@@ -269,11 +303,12 @@ pub struct WizardArgs {
 
     /// Ask nothing: open questions take their defaults and the target is
     /// erased without typing its name (needs --target).
-    #[arg(long, requires = "target")]
+    #[arg(short, long, requires = "target")]
     pub yes: bool,
 
-    /// Seed for the random ids, to make a plan reproducible.
-    #[arg(long, value_name = "N", hide_short_help = true)]
+    /// Seed for the random ids, to make a plan reproducible (for tests:
+    /// hidden from --help).
+    #[arg(long, value_name = "N", hide = true)]
     pub seed: Option<u64>,
 }
 
@@ -294,19 +329,19 @@ pub struct VerifyArgs {
     #[arg(long)]
     pub no_bench: bool,
 
-    /// Shorter benchmark on a smaller test file (under 20 s).
-    #[arg(long, conflicts_with = "no_bench")]
+    #[arg(long, conflicts_with = "no_bench",
+          help = quick_help("Shorter benchmark on a smaller test file"))]
     pub quick: bool,
 
     /// Seconds each timed test runs after its ramp.
-    #[arg(long, value_name = "S", value_parser = crate::bench::suite::parse_runtime, conflicts_with = "no_bench")]
+    #[arg(long, value_name = "SECS", value_parser = crate::bench::suite::parse_runtime, conflicts_with = "no_bench")]
     pub runtime: Option<f64>,
 }
 
 #[derive(Debug, Args)]
 pub struct RollbackArgs {
     /// Do not ask.
-    #[arg(long)]
+    #[arg(short, long)]
     pub yes: bool,
 }
 
@@ -345,15 +380,13 @@ pub struct PlanArgs {
     #[arg(long, value_name = "PATH")]
     pub exclude: Vec<PathBuf>,
 
-    /// Seed for the random ids, to make a plan reproducible.
-    #[arg(long, value_name = "N", hide_short_help = true)]
+    /// Seed for the random ids, to make a plan reproducible (for tests:
+    /// hidden from --help).
+    #[arg(long, value_name = "N", hide = true)]
     pub seed: Option<u64>,
 
-    /// Boot the new root once on trial before it is permanent: auto (when the
-    /// firmware has tryboot: Pi 4, 400, CM4, Pi 5), always, never, or device
-    /// (a full move's one-shot boot of the new drive itself, or a refusal).
-    #[arg(long, value_enum, default_value_t = TrialChoice::Auto)]
-    pub trial: TrialChoice,
+    #[command(flatten)]
+    pub trial: TrialArgs,
 
     /// A full move's changes to the bootloader's config (the trial's boot
     /// order, the permanent order, PCIE_PROBE): show them, or apply them
@@ -368,17 +401,14 @@ pub struct PlanArgs {
     #[arg(long, value_enum, default_value_t = HandoverChoice::Auto)]
     pub handover: HandoverChoice,
 
-    /// Change cmdline.txt directly, without a trial boot (same as --trial never).
-    #[arg(long, conflicts_with = "trial")]
-    pub no_trial: bool,
-
     /// Compare file contents in the copy's second pass, not only size and
     /// modification time (slower).
     #[arg(long)]
     pub checksum: bool,
 
-    /// Use this MBR disk signature (8 hex digits) instead of a random one.
-    #[arg(long, value_name = "HEX", value_parser = parse_hex_u32, hide_short_help = true)]
+    /// Use this MBR disk signature (8 hex digits) instead of a random one
+    /// (for tests: hidden from --help).
+    #[arg(long, value_name = "HEX", value_parser = parse_hex_u32, hide = true)]
     pub disk_signature: Option<u32>,
 }
 
@@ -389,8 +419,8 @@ pub struct BenchArgs {
     #[arg(value_name = "TARGET")]
     pub targets: Vec<PathBuf>,
 
-    /// Shorter tests on a smaller test file (under 20 s).
-    #[arg(long, conflicts_with = "preset")]
+    #[arg(long, conflicts_with = "preset",
+          help = quick_help("Shorter tests on a smaller test file (= --preset quick)"))]
     pub quick: bool,
 
     /// standard: SEQ1M Q8/Q1 and RND4K Q32/Q1; a1: Raspberry Pi's SD card test.
@@ -398,11 +428,11 @@ pub struct BenchArgs {
     pub preset: Option<Preset>,
 
     /// Seconds each timed test runs after its ramp.
-    #[arg(long, value_name = "S", value_parser = crate::bench::suite::parse_runtime)]
+    #[arg(long, value_name = "SECS", value_parser = crate::bench::suite::parse_runtime)]
     pub runtime: Option<f64>,
 
     /// Size of the test file, or of the part of a device tested (e.g. 1G).
-    #[arg(long, value_name = "BYTES", value_parser = crate::units::parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = crate::units::parse_size)]
     pub size: Option<u64>,
 
     /// Also write to a raw disk or partition, destroying its contents.
@@ -411,7 +441,7 @@ pub struct BenchArgs {
     pub destructive: bool,
 
     /// Confirm --destructive without asking (needed without a terminal).
-    #[arg(long, requires = "destructive")]
+    #[arg(short, long, requires = "destructive")]
     pub yes: bool,
 
     /// I/O engine (default: io_uring when the kernel has it, else threads).
@@ -427,25 +457,25 @@ pub struct BenchArgs {
     pub tests: Vec<String>,
 
     /// Use this existing file (at least 16 MiB) instead of a fresh test file;
-    /// write tests overwrite it, and it is kept. For comparisons with fio.
-    #[arg(long, value_name = "FILE", hide_short_help = true, conflicts_with_all = ["targets", "destructive"])]
+    /// write tests overwrite it, and it is kept. For comparisons with fio
+    /// (scripts/bench-vs-fio.sh): hidden from --help.
+    #[arg(long, value_name = "FILE", hide = true, conflicts_with_all = ["targets", "destructive"])]
     pub file: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
 pub struct RecommendArgs {
-    /// Shorter benchmarks on a smaller test file (about 20 s a drive).
-    #[arg(long)]
+    #[arg(long, help = quick_help("Shorter benchmarks on a smaller test file; each drive"))]
     pub quick: bool,
 
     /// Seconds each timed test runs after its ramp.
-    #[arg(long, value_name = "S", value_parser = crate::bench::suite::parse_runtime)]
+    #[arg(long, value_name = "SECS", value_parser = crate::bench::suite::parse_runtime)]
     pub runtime: Option<f64>,
 
     /// Size of each drive's test file (e.g. 64M): smaller writes less to a
     /// worn SD card and lays out sooner on a slow one, but too small a file
     /// measures the drive's cache.
-    #[arg(long, value_name = "BYTES", value_parser = crate::units::parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = crate::units::parse_size)]
     pub size: Option<u64>,
 
     /// Only use saved reports, never benchmark: drives without a fresh
@@ -461,8 +491,8 @@ pub struct RecommendArgs {
     #[arg(long, value_name = "DAYS", default_value_t = crate::recommend::freshness::DEFAULT_MAX_AGE_DAYS)]
     pub max_age: u32,
 
-    /// Also compare loop devices (for testing).
-    #[arg(long, hide_short_help = true)]
+    /// Also compare loop devices (for tests: hidden from --help).
+    #[arg(long, hide = true)]
     pub all: bool,
 
     /// Measure blank drives' writes on the raw device without asking (test
@@ -504,6 +534,12 @@ impl RecommendArgs {
     }
 }
 
+/// The help of a `--quick`: what it is, then how long it takes, from the
+/// quick suite's definition.
+fn quick_help(what: &str) -> String {
+    format!("{what}: {}", SuiteTime::of(Preset::Quick).summary())
+}
+
 fn parse_hex_u32(text: &str) -> anyhow::Result<u32> {
     let digits = text.trim_start_matches("0x");
     u32::from_str_radix(digits, 16)
@@ -538,11 +574,7 @@ impl PlanArgs {
             excludes: self.exclude.clone(),
             seed: self.seed,
             disk_signature: self.disk_signature,
-            trial: if self.no_trial {
-                TrialChoice::Never
-            } else {
-                self.trial
-            },
+            trial: self.trial.choice().unwrap_or(TrialChoice::Auto),
             checksum: self.checksum,
             boot_order: self.boot_order,
             handover: self.handover,
@@ -569,11 +601,7 @@ impl WizardArgs {
                 (_, true) => Some(false),
                 _ => None,
             },
-            trial: match (self.trial, self.no_trial) {
-                (true, _) => Some(TrialChoice::Always),
-                (_, true) => Some(TrialChoice::Never),
-                _ => None,
-            },
+            trial: self.trial.choice(),
             boot_order: self.boot_order,
             handover: self.handover,
             reboot: self.reboot.then_some(true),
@@ -712,21 +740,24 @@ impl ValueEnum for Preset {
 
     fn to_possible_value(&self) -> Option<PossibleValue> {
         match self {
-            Preset::Standard => value(
-                "standard",
-                Some("SEQ1M Q8/Q1 and RND4K Q32/Q1, read and write (about a minute)"),
-            ),
-            Preset::Quick => value(
-                "quick",
-                Some("The standard tests, shorter and on a smaller file (under 20 s)"),
-            ),
-            Preset::A1 => value(
-                "a1",
-                Some(
-                    "Raspberry Pi's SD card test: 256 MiB, queue depth 32, 4 MiB sequential, \
-                     4K random for 10 s; graded A1/A2",
-                ),
-            ),
+            Preset::Standard => Some(PossibleValue::new("standard").help(format!(
+                "SEQ1M Q8/Q1 and RND4K Q32/Q1, read and write: {}",
+                SuiteTime::of(Preset::Standard).summary()
+            ))),
+            Preset::Quick => Some(PossibleValue::new("quick").help(format!(
+                "The standard tests, shorter and on a smaller file: {}",
+                SuiteTime::of(Preset::Quick).summary()
+            ))),
+            Preset::A1 => {
+                let a1 = SuiteTime::of(Preset::A1);
+                let random = SuiteParams::new(Preset::A1, None, None).runtime_seconds;
+                Some(PossibleValue::new("a1").help(format!(
+                    "Raspberry Pi's SD card test: a {} file written and read once in 4 MiB \
+                     blocks and 4K random for {} each, at queue depth 32; graded A1/A2",
+                    times::size(a1.file_size),
+                    times::duration(random)
+                )))
+            }
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod clock;
 pub mod commands;
 pub mod copy;
+pub mod docgen;
 pub mod exit;
 pub mod failpoint;
 pub mod host;

@@ -596,6 +596,70 @@ fn a_dry_run_writes_nothing() {
     assert_eq!(before, snapshot(tree.path()));
 }
 
+/// `migrate --dry-run` is `plan`: the same plan, the same output (text
+/// and JSON, refusals too), the same exit code, and nothing written, not
+/// even a journal.
+#[test]
+fn migrate_dry_run_is_plan() {
+    let tree = broken_copy("pi4", "etc/hostname", b"raspberrypi\n");
+    let state = tempfile::tempdir().unwrap();
+    let before = snapshot(tree.path());
+    let run = |command: &str, args: &[&str]| {
+        let mut all = vec![command];
+        if command == "migrate" {
+            all.push("--dry-run");
+        }
+        all.extend_from_slice(args);
+        pimigrate()
+            .arg("--sysroot")
+            .arg(tree.path())
+            .arg("--state-dir")
+            .arg(state.path())
+            .args(&all)
+            .output()
+            .unwrap()
+    };
+    for args in [
+        &["--target", "/dev/sda", "--seed", "5"][..],
+        &["--target", "/dev/sda", "--seed", "5", "--json"],
+        &[
+            "--target",
+            "/dev/sda",
+            "--seed",
+            "5",
+            "--layout",
+            "full",
+            "--trial=never",
+        ],
+        &["--target", "/dev/sda", "--seed", "5", "-v"],
+        // Refused: the system disk.
+        &["--target", "/dev/mmcblk0", "--json"],
+        &["--target", "/dev/mmcblk0"],
+    ] {
+        let plan = run("plan", args);
+        let dry = run("migrate", args);
+        assert_eq!(
+            exit_code(&dry),
+            exit_code(&plan),
+            "{args:?}: {}",
+            stderr(&dry)
+        );
+        assert_eq!(stdout(&dry), stdout(&plan), "{args:?}");
+        assert_eq!(stderr(&dry), stderr(&plan), "{args:?}");
+        assert!(!stdout(&plan).is_empty() || !stderr(&plan).is_empty());
+    }
+    assert_eq!(exit_code(&run("migrate", &["--target", "/dev/mmcblk0"])), 3);
+    assert_eq!(before, snapshot(tree.path()));
+    assert_eq!(std::fs::read_dir(state.path()).unwrap().count(), 0);
+    // A dry run has nothing to resume and reboots nothing.
+    for clash in ["--resume", "--reboot"] {
+        assert_eq!(
+            exit_code(&run("migrate", &["--target", "/dev/sda", clash])),
+            2
+        );
+    }
+}
+
 fn snapshot(root: &std::path::Path) -> Vec<(String, Vec<u8>)> {
     let mut files: Vec<(String, Vec<u8>)> = walkdir::WalkDir::new(root)
         .into_iter()

@@ -13,6 +13,8 @@ mod assets; // what the .deb installs
 mod boot_layouts; // distributions' boot layouts planned (issue #15)
 mod bootcfg_realworld; // boot files as real systems ship them
 mod cli_fixtures; // devices and plan on fixture sysfs trees
+mod cli_spellings; // the flags as people and scripts spell them
+mod docs_generated; // README's and the docs' tables and figures are the code's
 mod full_move_fixture; // a full move's trial, boot order and hand-over planned
 mod json_schemas; // every --json document and its schema
 mod planner_lib; // planner refusals no fixture machine reaches

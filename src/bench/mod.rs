@@ -24,6 +24,7 @@ pub mod suite;
 pub mod target;
 pub mod testfile;
 pub mod threads;
+pub mod times;
 pub mod uring;
 
 use anyhow::{Context, Result};

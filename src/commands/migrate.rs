@@ -30,6 +30,11 @@ struct MigrateOutput<'a> {
 }
 
 pub fn run(cli: &Cli, args: &MigrateArgs, host: &Host) -> Result<u8> {
+    // `migrate --dry-run` is `plan`: the same code, so the same plan and the
+    // same output, and like `plan` it needs no root and writes nothing.
+    if args.dry_run {
+        return super::plan::run(cli, &args.plan, host);
+    }
     crate::privilege::require_root("migrate writes the target disk and the SD card's boot files")?;
     let system = System::inspect(host)?;
     let state_dir = host.path(&host.state_dir);

@@ -2,6 +2,8 @@
 //! own ranking: the comparison table, and the gain in plain words.
 
 use super::{Benchmarks, Wizard};
+use crate::bench::suite::Preset;
+use crate::bench::times::{self, SuiteTime};
 use crate::recommend::freshness::DEFAULT_MAX_AGE_DAYS;
 use crate::recommend::rank::{rank_drives, RankOptions, Shown};
 use crate::recommend::{render, Recommendation};
@@ -81,13 +83,25 @@ fn how(wizard: &Wizard) -> Result<Benchmarks> {
     }
     wizard.answer(given, Benchmarks::Standard, || {
         let items = [
-            "Quick: about 20 seconds a drive".to_string(),
-            "Thorough: about a minute a drive".to_string(),
+            format!("Quick: {}", per_drive(Preset::Quick)),
+            format!("Thorough: {}", per_drive(Preset::Standard)),
             "Skip: choose without measuring".to_string(),
         ];
         let choice = wizard.ui.choose("Benchmark the drives first?", &items, 0)?;
         Ok([Benchmarks::Quick, Benchmarks::Standard, Benchmarks::Skip][choice])
     })
+}
+
+/// "14 s a drive, plus laying out 64 MiB (7 s on an A1 card)": from the
+/// suite's definition, as `--help` says it.
+fn per_drive(preset: Preset) -> String {
+    let time = SuiteTime::of(preset);
+    format!(
+        "{} a drive, plus laying out {} ({} on an A1 card)",
+        times::duration(time.tests_seconds),
+        times::size(time.file_size),
+        times::duration(time.a1_layout_seconds())
+    )
 }
 
 fn show(wizard: &Wizard, recommendation: &Recommendation) {
