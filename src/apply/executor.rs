@@ -12,7 +12,6 @@ use super::log::MigrationLog;
 use super::loopparts::PartitionLoops;
 use super::mount::{bind_read_only, mount_device, Mounted};
 use super::reread::{reread_partition_table, wait_for_partitions, ReReadOutcome};
-use super::sd_boot::SdBoot;
 use super::{atomic, table, wipe};
 use crate::host::Host;
 use crate::plan::trial::{self, CONFIG_TXT};
@@ -128,7 +127,7 @@ fn apply_steps(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<
     let plan = journal.plan.clone();
     journal.save(&state_dir)?;
     check_identity(system, &plan.target)?;
-    remember_bootloader_config(&mut journal, &state_dir)?;
+    bootloader::remember(system, &mut journal, &state_dir)?;
     ctx.check_cancel()?;
 
     let devices = partition_and_format(&plan, &mut journal, &state_dir, ctx)?;
@@ -202,11 +201,10 @@ fn apply_steps(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<
                 "changing the bootloader's config through rpi-eeprom-config: {}",
                 change.purpose
             ));
-            let sd_boot = SdBoot::open(system, &journal)?;
-            let said = bootloader::apply_config(&change.config, &host.path(sd_boot.dir()))?;
-            atomic::sync_filesystem(&host.path(sd_boot.dir()))?;
+            let (said, done) = bootloader::make(system, &journal, change)?;
             if let Some(log) = ctx.log {
                 log.block(&said);
+                log.line(&done);
             }
             crate::failpoint::hit("after-bootloader");
         }
@@ -226,36 +224,6 @@ fn apply_steps(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<
         journal.mark(Step::SourceBootEdited, &state_dir)?;
     }
     Ok(journal)
-}
-
-/// Before the first write of a migration that changes the bootloader's
-/// config: its config now, in the journal (which travels to the new root),
-/// so `rollback` can put it back from either system. A config that changed
-/// since the plan was made is refused: the plan's diffs would lie.
-fn remember_bootloader_config(journal: &mut Journal, state_dir: &Path) -> Result<()> {
-    let Some(planned) = journal
-        .plan
-        .bootloader
-        .as_ref()
-        .filter(|b| b.changes().next().is_some())
-    else {
-        return Ok(());
-    };
-    if journal.bootloader_before.is_some() {
-        return Ok(());
-    }
-    let now = bootloader::read_config()?;
-    if !planned
-        .current
-        .as_deref()
-        .is_some_and(|planned| crate::bootcfg::eeprom::same_config(planned, &now))
-    {
-        bail!(
-            "the bootloader's config changed since the plan was made; nothing was written: make the plan again"
-        );
-    }
-    journal.bootloader_before = Some(now);
-    journal.save(state_dir)
 }
 
 /// A full move's one-shot boot of the new drive: tryboot.txt on its own
