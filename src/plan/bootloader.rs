@@ -2,16 +2,25 @@
 //! trial boot reaches the new drive, which changes the bootloader's config
 //! needs (shown as diffs, made only with consent), and what `verify
 //! --commit` hands over. Decided here from what the Pi says of itself (the
-//! bootloader's date, its running config, a HAT+); the executor and
-//! `verify --commit` make the changes through the system's own
-//! `rpi-eeprom-config` (see `apply::bootloader`).
+//! bootloader's date, its config, a HAT+, an update staged for the next
+//! boot, the rpi-eeprom package's images); the executor and `verify
+//! --commit` make the changes through the system's own
+//! `rpi-eeprom-config` (see `apply::bootloader`), each a list of settings
+//! made on the config in the EEPROM at that moment.
+//!
+//! [`decide`] goes decision by decision: whether the bootloader plays a
+//! part ([`eeprom_route_possible`]), the config the plan is made on
+//! ([`current_config`]), the trial's route ([`route`]), the hand-over
+//! ([`handover`]), the changes ([`changes`]), and whether they can be made
+//! on this Pi without a downgrade ([`can_change`]).
 //!
 //! The routes, from the bootloader's release notes:
 //! - Pi 4 family, bootloader 2024-05-17 or later: an EEPROM `[tryboot]`
 //!   section (`[tryboot] BOOT_ORDER=0xf14`) makes `reboot "0 tryboot"` try
 //!   the new drive first, once; the SD card is the fallback. The change is
 //!   staged on the SD card's boot partition and written by recovery.bin at
-//!   the next reboot, so the trial comes one reboot later.
+//!   the next reboot, so the trial comes one reboot later. The hand-over
+//!   takes the section out again, whichever the hand-over.
 //! - Pi 5, bootloader 2025-01-14 or later: `set_reboot_order` (a mailbox
 //!   call, nothing written to the EEPROM) overrides BOOT_ORDER for the next
 //!   reboot only. An NVMe drive on an adapter that is not a HAT+ needs
@@ -93,35 +102,15 @@ pub(super) fn decide(
     reasons: &mut Vec<Reason>,
 ) -> Decision {
     let pi = &system.pi;
-    if options.layout != Layout::Full {
-        if options.trial == TrialChoice::Device {
-            reasons.push(
-                Reason::new(
-                    "device-trial-unavailable",
-                    "--trial device is a full move's one-shot boot of the new drive; a root-only move's trial always starts the SD card's kernel",
-                )
-                .hint("use --layout full, or --trial always"),
-            );
+    let mode = match eeprom_route_possible(pi, options, target, trial_wanted, reasons) {
+        Ok(mode) => mode,
+        Err(route) => {
+            return Decision {
+                route,
+                ..Decision::default()
+            }
         }
-        return Decision::default();
-    }
-    let route_without_eeprom = Decision {
-        route: trial_wanted.then_some(TrialRoute::KernelFromSd),
-        ..Decision::default()
     };
-    let mode = match target.transport {
-        Transport::Usb => BOOT_MODE_USB,
-        Transport::Nvme => BOOT_MODE_NVME,
-        _ => return route_without_eeprom,
-    };
-    if !pi.eeprom_bootloader {
-        if options.trial == TrialChoice::Device {
-            reasons.push(refuse_device(
-                "this Pi has no EEPROM bootloader, which a one-shot boot of another drive needs",
-            ));
-        }
-        return route_without_eeprom;
-    }
     let consent = options.boot_order == BootOrderChoice::Apply;
     // A config read at inspection means the tool is there.
     let tool = pi.eeprom_config.is_some() || crate::tools::which("rpi-eeprom-config").is_some();
@@ -129,13 +118,7 @@ pub(super) fn decide(
         return Decision::default();
     };
     let board = pi.config_filter;
-    let needs_probe = mode == BOOT_MODE_NVME
-        && pi.family == PiFamily::Pi5
-        && pi.hat_product.is_none()
-        && current
-            .config
-            .as_ref()
-            .is_some_and(|c| !c.flag("PCIE_PROBE", board));
+    let needs_probe = needs_probe(pi, mode, current.config.as_ref());
     let (route, reason) = route(pi, mode, trial_wanted, consent, needs_probe);
     if options.trial == TrialChoice::Device && route != Some(TrialRoute::Device) {
         reasons.push(refuse_device(&reason));
@@ -190,6 +173,55 @@ pub(super) fn decide(
         route,
         notes,
     }
+}
+
+/// Whether the bootloader plays a part in this move at all: the new
+/// drive's boot mode when it does, else the trial's route without it (a
+/// root-only move, a target the bootloader does not boot, a Pi without the
+/// EEPROM bootloader), with `--trial device` refused where it cannot be.
+fn eeprom_route_possible(
+    pi: &PiInfo,
+    options: &Options,
+    target: &Disk,
+    trial_wanted: bool,
+    reasons: &mut Vec<Reason>,
+) -> Result<u8, Option<TrialRoute>> {
+    if options.layout != Layout::Full {
+        if options.trial == TrialChoice::Device {
+            reasons.push(
+                Reason::new(
+                    "device-trial-unavailable",
+                    "--trial device is a full move's one-shot boot of the new drive; a root-only move's trial always starts the SD card's kernel",
+                )
+                .hint("use --layout full, or --trial always"),
+            );
+        }
+        return Err(None);
+    }
+    let without_eeprom = || trial_wanted.then_some(TrialRoute::KernelFromSd);
+    let mode = match target.transport {
+        Transport::Usb => BOOT_MODE_USB,
+        Transport::Nvme => BOOT_MODE_NVME,
+        _ => return Err(without_eeprom()),
+    };
+    if !pi.eeprom_bootloader {
+        if options.trial == TrialChoice::Device {
+            reasons.push(refuse_device(
+                "this Pi has no EEPROM bootloader, which a one-shot boot of another drive needs",
+            ));
+        }
+        return Err(without_eeprom());
+    }
+    Ok(mode)
+}
+
+/// A Pi 5's NVMe drive on an adapter that is not a HAT+: the bootloader
+/// finds it only with `PCIE_PROBE=1`.
+fn needs_probe(pi: &PiInfo, mode: u8, config: Option<&EepromConfig>) -> bool {
+    mode == BOOT_MODE_NVME
+        && pi.family == PiFamily::Pi5
+        && pi.hat_product.is_none()
+        && config.is_some_and(|c| !c.flag("PCIE_PROBE", pi.config_filter))
 }
 
 fn refuse_device(why: &str) -> Reason {
