@@ -987,6 +987,36 @@ mod tests {
         assert_eq!(site.prepare(&edits).unwrap().image, None);
     }
 
+    /// A journal written before changes named their settings still reads,
+    /// and its rollback puts back every setting pimigrate ever changes.
+    #[test]
+    fn a_journal_from_before_the_edits_still_rolls_back() {
+        let old = serde_json::json!({
+            "trial": "device",
+            "reason": "set_reboot_order",
+            "target_mode": 6,
+            "reboot_order": "0xf16",
+            "current": PI5_CONFIG,
+            "at_migrate": {"config": format!("{PI5_CONFIG}PCIE_PROBE=1\n"), "diff": "", "purpose": "PCIE_PROBE=1"},
+            "handover": "boot-order",
+            "at_commit": null,
+            "consent": true,
+            "takes_effect": "at-once"
+        });
+        let plan: BootloaderPlan = serde_json::from_value(old).unwrap();
+        assert_eq!(plan.reboot_order, Some(BootOrder { value: 0xf16 }));
+        assert_eq!(plan.current_from, EepromSource::Running);
+        let edits = restore_edits(&plan, PI5_CONFIG, Some("pi5")).unwrap();
+        assert_eq!(
+            edits,
+            [
+                EepromEdit::BootOrder(Some(BootOrder { value: 0xf461 })),
+                EepromEdit::TrialBootOrder(None),
+                EepromEdit::PcieProbe(None)
+            ]
+        );
+    }
+
     #[test]
     fn a_rollback_puts_back_only_the_migrations_settings() {
         let plan = BootloaderPlan {
