@@ -19,6 +19,32 @@ const PI4_CONFIG: &str =
 /// ... and for the Pi 5 image of 2026-05-26.
 const PI5_CONFIG: &str = "[all]\nBOOT_UART=1\nBOOT_ORDER=0xf461\nNET_INSTALL_AT_POWER_ON=1\n";
 
+/// The real bootloader images and the official tools.
+fn rpi_eeprom() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testbed/data/rpi-eeprom")
+}
+
+const PI4_IMAGE: &str = "firmware-2711/pieeprom-2026-05-17.bin";
+const PI5_IMAGE: &str = "firmware-2712/pieeprom-2026-05-26.bin";
+
+/// `base` (in testbed/data/rpi-eeprom) with `config`, built by the
+/// official tool into `out`, as rpi-eeprom-update stages it.
+fn image_with(base: &str, config: &str, out: &std::path::Path) {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("bootconf.txt");
+    std::fs::write(&conf, config).unwrap();
+    let status = std::process::Command::new("python3")
+        .arg(rpi_eeprom().join("rpi-eeprom-config"))
+        .arg("--config")
+        .arg(&conf)
+        .arg("--out")
+        .arg(out)
+        .arg(rpi_eeprom().join(base))
+        .status()
+        .unwrap();
+    assert!(status.success(), "the official rpi-eeprom-config");
+}
+
 /// 2026-05-17 and 2023-01-01, as `chosen/bootloader/build-timestamp`.
 const NEW_BOOTLOADER: u32 = 1_778_976_000;
 const OLD_BOOTLOADER: u32 = 1_672_531_200;
@@ -64,8 +90,28 @@ impl Machine {
         self
     }
 
+    /// rpi-eeprom-config printing `config` as the config the bootloader
+    /// started with; given an image, the official tool reads it.
     fn eeprom(self, config: &str) -> Machine {
-        self.tool("rpi-eeprom-config", config)
+        let script = self.tools.path().join("rpi-eeprom-config");
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh
+[ $# -gt 0 ] && exec python3 '{}' \"$@\"\ncat <<'EOF'\n{config}EOF\n",
+                rpi_eeprom().join("rpi-eeprom-config").display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        self
+    }
+
+    /// rpi-eeprom-update naming `image` (in testbed/data/rpi-eeprom) as
+    /// its release channel's newest (`-l`).
+    fn release(self, image: &str) -> Machine {
+        let path = rpi_eeprom().join(image);
+        self.tool("rpi-eeprom-update", &format!("{}\n", path.display()))
     }
 
     fn file(self, inside: &str, contents: &str) -> Machine {
@@ -130,6 +176,7 @@ fn pi4() -> Machine {
     Machine::copy_of("pi4")
         .bootloader_built(NEW_BOOTLOADER)
         .eeprom(PI4_CONFIG)
+        .release(PI4_IMAGE)
 }
 
 #[test]
@@ -180,7 +227,8 @@ fn a_pi4_with_consent_boots_the_new_drive_once_through_a_tryboot_order() {
         "+[tryboot]",
         "+BOOT_ORDER=0xf14",
         "recovery.bin writes it at the next reboot",
-        "`pimigrate rollback` puts it back",
+        "`pimigrate rollback` puts the settings changed back",
+        "never older than the bootloader in the EEPROM",
     ] {
         assert!(
             output.contains(needle),
@@ -242,7 +290,8 @@ fn without_consent_the_trial_starts_the_sd_cards_kernel_and_nothing_is_changed()
 fn an_old_bootloader_gets_a_kernel_trial_and_says_why() {
     let machine = Machine::copy_of("pi4")
         .bootloader_built(OLD_BOOTLOADER)
-        .eeprom(PI4_CONFIG);
+        .eeprom(PI4_CONFIG)
+        .release(PI4_IMAGE);
     let p = machine.plan(&["--target", "/dev/sda", "--boot-order", "apply"]);
     let b = &p["bootloader"];
     assert_eq!(b["trial"], "kernel-from-sd");
@@ -299,9 +348,9 @@ fn changes_to_the_bootloader_are_refused_with_a_way_out() {
         "{}",
         stderr(&output)
     );
-    // An update already staged for the next boot: pieeprom.upd and the
-    // recovery.bin that writes it. Once written, recovery.bin has renamed
-    // itself and the old pieeprom.upd is no obstacle.
+    // An update staged for the next boot that cannot be read: pieeprom.upd
+    // and the recovery.bin that writes it. Once written, recovery.bin has
+    // renamed itself and the old pieeprom.upd is no matter.
     let written = pi4()
         .file("/boot/firmware/pieeprom.upd", "an update")
         .file("/boot/firmware/RECOVERY.000", "ran");
@@ -309,7 +358,7 @@ fn changes_to_the_bootloader_are_refused_with_a_way_out() {
     let pending = written.file("/boot/firmware/recovery.bin", "to run");
     assert_eq!(
         pending.refused(&["--target", "/dev/sda", "--boot-order", "apply"]),
-        ["eeprom-update-pending"]
+        ["bootloader-config-unreadable"]
     );
     // The boot order as the hand-over, without consent to change it.
     assert_eq!(
@@ -324,14 +373,20 @@ fn changes_to_the_bootloader_are_refused_with_a_way_out() {
     assert!(stdout(&output).contains("device-trial-unavailable"));
 }
 
+/// A Pi 5 whose rpi-eeprom-update writes at once: flashrom and the SPI
+/// device are there.
 fn pi5() -> Machine {
-    Machine::copy_of("pi5")
+    let machine = Machine::copy_of("pi5")
         .bootloader_built(NEW_BOOTLOADER)
         .eeprom(PI5_CONFIG)
+        .release(PI5_IMAGE)
+        .tool("flashrom", "")
         .tool(
             "vcmailbox",
             "0x0000001c 0x80000000 0x0003808b 0x00000004 0x80000004 0x00000f16 0x00000000\n",
-        )
+        );
+    std::fs::create_dir_all(machine.path("/dev")).unwrap();
+    machine.file("/dev/spidev10.0", "")
 }
 
 #[test]
@@ -351,6 +406,14 @@ fn a_pi5_nvme_trial_uses_set_reboot_order_and_pcie_probe() {
         b["at_commit"]["config"],
         format!("{}PCIE_PROBE=1\n", PI5_CONFIG.replace("0xf461", "0xf416"))
     );
+    assert_eq!(b["base"]["from"], "flash");
+    // Without flashrom rpi-eeprom-update stages a Pi 5's update too, for
+    // the next reboot.
+    let staged = pi5();
+    std::fs::remove_file(staged.tools.path().join("flashrom")).unwrap();
+    let p = staged.plan(&["--target", "/dev/nvme0n1", "--boot-order", "apply"]);
+    assert_eq!(p["bootloader"]["takes_effect"], "next-reboot");
+    assert_eq!(p["bootloader"]["base"]["from"], "release");
     // With a HAT+ the bootloader finds the drive by itself: no change, and
     // no consent needed for the one-shot order.
     let hat = pi5();
@@ -369,7 +432,8 @@ fn a_pi5_without_consent_or_vcmailbox_falls_back_to_the_kernel_trial() {
     assert!(text(&p["bootloader"]["reason"]).contains("PCIE_PROBE=1"));
     let no_mailbox = Machine::copy_of("pi5")
         .bootloader_built(NEW_BOOTLOADER)
-        .eeprom(&format!("{PI5_CONFIG}PCIE_PROBE=1\n"));
+        .eeprom(&format!("{PI5_CONFIG}PCIE_PROBE=1\n"))
+        .release(PI5_IMAGE);
     let p = no_mailbox.plan(&["--target", "/dev/nvme0n1", "--boot-order", "apply"]);
     assert_eq!(p["bootloader"]["trial"], "kernel-from-sd");
     assert!(text(&p["bootloader"]["reason"]).contains("vcmailbox"));
@@ -378,4 +442,171 @@ fn a_pi5_without_consent_or_vcmailbox_falls_back_to_the_kernel_trial() {
     let p = probed.plan(&["--target", "/dev/nvme0n1"]);
     assert_eq!(p["bootloader"]["trial"], "device");
     assert!(p["bootloader"]["at_migrate"].is_null());
+}
+
+/// The owner's own settings, staged for the next boot and not yet written.
+const OWNERS: &str = "[all]\nBOOT_UART=1\nWAKE_ON_GPIO=0\nPOWER_OFF_ON_HALT=1\n\
+                      NET_INSTALL_AT_POWER_ON=1\nSD_BOOT_MAX_RETRIES=3\n";
+
+#[test]
+fn a_staged_update_is_the_config_the_change_is_made_on() {
+    // rpi-eeprom-config --edit left the owner's settings staged on the SD
+    // card; the bootloader still runs with the image's own.
+    let machine = pi4();
+    image_with(
+        PI4_IMAGE,
+        OWNERS,
+        &machine.path("/boot/firmware/pieeprom.upd"),
+    );
+    std::fs::copy(
+        rpi_eeprom().join("firmware-2711/recovery.bin"),
+        machine.path("/boot/firmware/recovery.bin"),
+    )
+    .unwrap();
+    let p = machine.plan(&["--target", "/dev/sda", "--boot-order", "apply"]);
+    let b = &p["bootloader"];
+    assert_eq!(b["current_from"], "staged");
+    assert_eq!(b["current"], OWNERS);
+    assert_eq!(b["base"]["from"], "staged");
+    assert_eq!(b["base"]["built"], 1_779_045_198u64);
+    // Only the plan's settings change; the owner's stay.
+    assert_eq!(
+        b["at_migrate"]["config"],
+        format!("{OWNERS}[tryboot]\nBOOT_ORDER=0xf14\n")
+    );
+    assert_eq!(
+        b["at_migrate"]["edits"],
+        serde_json::json!([{"setting": "[tryboot] BOOT_ORDER", "value": "0xf14"}])
+    );
+    assert_eq!(
+        b["at_commit"]["config"],
+        format!("{OWNERS}BOOT_ORDER=0xf14\n")
+    );
+    assert_eq!(
+        b["at_commit"]["edits"],
+        serde_json::json!([
+            {"setting": "[tryboot] BOOT_ORDER", "value": null},
+            {"setting": "BOOT_ORDER", "value": "0xf14"}
+        ])
+    );
+    // Without one, the change is built on the release image of the
+    // running bootloader's build or newer.
+    let p = pi4().plan(&["--target", "/dev/sda", "--boot-order", "apply"]);
+    assert_eq!(p["bootloader"]["current_from"], "running");
+    assert_eq!(p["bootloader"]["base"]["from"], "release");
+    assert_eq!(
+        p["bootloader"]["base"]["image"],
+        rpi_eeprom().join(PI4_IMAGE).display().to_string()
+    );
+}
+
+#[test]
+fn an_image_older_than_the_bootloader_in_the_eeprom_is_refused() {
+    // The bootloader was built after the package's newest image: applying
+    // a config onto that image would downgrade it.
+    let newer = Machine::copy_of("pi4")
+        .bootloader_built(1_790_000_000)
+        .eeprom(PI4_CONFIG)
+        .release(PI4_IMAGE);
+    assert_eq!(
+        newer.refused(&["--target", "/dev/sda", "--boot-order", "apply"]),
+        ["bootloader-downgrade"]
+    );
+    let output = newer.run(&[
+        "plan",
+        "--layout",
+        "full",
+        "--target",
+        "/dev/sda",
+        "--boot-order",
+        "apply",
+    ]);
+    assert!(
+        stderr(&output).contains("downgrade") && stderr(&output).contains("apt install rpi-eeprom"),
+        "{}",
+        stderr(&output)
+    );
+    // Shown only, nothing is built: no refusal.
+    newer.plan(&["--target", "/dev/sda"]);
+    // No release image at all: said so.
+    let none = Machine::copy_of("pi4")
+        .bootloader_built(NEW_BOOTLOADER)
+        .eeprom(PI4_CONFIG);
+    assert_eq!(
+        none.refused(&["--target", "/dev/sda", "--boot-order", "apply"]),
+        ["bootloader-image-unknown"]
+    );
+}
+
+#[test]
+fn a_board_filtered_boot_order_is_changed_where_the_pi_reads_it() {
+    // [all] tries USB first, but a Pi 4 follows its own section: SD first.
+    let config = "[all]\nBOOT_UART=0\nBOOT_ORDER=0xf14\n[pi4]\nBOOT_ORDER=0xf41\n";
+    let machine = Machine::copy_of("pi4")
+        .bootloader_built(NEW_BOOTLOADER)
+        .eeprom(config)
+        .release(PI4_IMAGE);
+    let p = machine.plan(&["--target", "/dev/sda", "--boot-order", "apply"]);
+    assert_eq!(p["boot_order"]["current"], "0xf41");
+    let b = &p["bootloader"];
+    assert_eq!(
+        b["at_migrate"]["config"],
+        format!("{config}[all]\n[tryboot]\nBOOT_ORDER=0xf14\n")
+    );
+    assert_eq!(
+        b["at_commit"]["config"],
+        "[all]\nBOOT_UART=0\nBOOT_ORDER=0xf14\n[pi4]\nBOOT_ORDER=0xf14\n"
+    );
+    // An order under a filter pimigrate cannot evaluate is refused.
+    let serial = Machine::copy_of("pi4")
+        .bootloader_built(NEW_BOOTLOADER)
+        .eeprom("[all]\nBOOT_ORDER=0xf41\n[0x1234abcd]\nBOOT_ORDER=0xf14\n")
+        .release(PI4_IMAGE);
+    assert_eq!(
+        serial.refused(&["--target", "/dev/sda", "--boot-order", "apply"]),
+        ["bootloader-order-conditional"]
+    );
+}
+
+#[test]
+fn compute_modules_are_refused_at_plan_time_with_a_way_out() {
+    let cm4 = pi4().file(
+        "/proc/device-tree/model",
+        "Raspberry Pi Compute Module 4 Rev 1.0\0",
+    );
+    assert_eq!(
+        cm4.refused(&["--target", "/dev/sda", "--boot-order", "apply"]),
+        ["compute-module-bootloader"]
+    );
+    // Shown only, the move goes ahead and the card comes out.
+    let p = cm4.plan(&["--target", "/dev/sda"]);
+    assert_eq!(p["bootloader"]["handover"], "remove-card");
+    let cm5 = pi5().file(
+        "/proc/device-tree/model",
+        "Raspberry Pi Compute Module 5 Rev 1.0\0",
+    );
+    assert_eq!(
+        cm5.refused(&["--target", "/dev/nvme0n1", "--boot-order", "apply"]),
+        ["compute-module-bootloader"]
+    );
+}
+
+#[test]
+fn taking_the_card_out_still_takes_the_trial_order_out_of_the_eeprom() {
+    let p = pi4().plan(&[
+        "--target",
+        "/dev/sda",
+        "--boot-order",
+        "apply",
+        "--handover",
+        "remove-card",
+    ]);
+    let b = &p["bootloader"];
+    assert_eq!(b["handover"], "remove-card");
+    assert!(text(&b["at_migrate"]["config"]).contains("[tryboot]"));
+    assert_eq!(
+        b["at_commit"]["edits"],
+        serde_json::json!([{"setting": "[tryboot] BOOT_ORDER", "value": null}])
+    );
+    assert_eq!(b["at_commit"]["config"], PI4_CONFIG);
 }

@@ -15,7 +15,6 @@ use super::journal::{Journal, Step};
 use super::layout::{lay_out, LayoutRecord};
 use super::log::MigrationLog;
 use super::mount::{mount_device, Mounted};
-use super::sd_boot::SdBoot;
 use crate::host::Host;
 use crate::plan::trial::{self, CONFIG_TXT};
 use crate::plan::{edits, EditSite, FileEdit, PartitionPath, PartitionRole, Plan, TargetIdentity};
@@ -126,7 +125,7 @@ fn apply_steps(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<
     let plan = journal.plan.clone();
     journal.save(&state_dir)?;
     check_identity(system, &plan.target)?;
-    remember_bootloader_config(&mut journal, &state_dir)?;
+    bootloader::remember(system, &mut journal, &state_dir)?;
     ctx.check_cancel()?;
 
     let devices = lay_out(
@@ -224,11 +223,10 @@ fn apply_steps(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<
                 "changing the bootloader's config through rpi-eeprom-config: {}",
                 change.purpose
             ));
-            let sd_boot = SdBoot::open(system, &journal)?;
-            let said = bootloader::apply_config(&change.config, &host.path(sd_boot.dir()))?;
-            atomic::sync_filesystem(&host.path(sd_boot.dir()))?;
+            let (said, done) = bootloader::make(system, &journal, change)?;
             if let Some(log) = ctx.log {
                 log.block(&said);
+                log.line(&done);
             }
             crate::failpoint::hit("after-bootloader");
         }
@@ -248,36 +246,6 @@ fn apply_steps(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<
         journal.mark(Step::SourceBootEdited, &state_dir)?;
     }
     Ok(journal)
-}
-
-/// Before the first write of a migration that changes the bootloader's
-/// config: its config now, in the journal (which travels to the new root),
-/// so `rollback` can put it back from either system. A config that changed
-/// since the plan was made is refused: the plan's diffs would lie.
-fn remember_bootloader_config(journal: &mut Journal, state_dir: &Path) -> Result<()> {
-    let Some(planned) = journal
-        .plan
-        .bootloader
-        .as_ref()
-        .filter(|b| b.changes().next().is_some())
-    else {
-        return Ok(());
-    };
-    if journal.bootloader_before.is_some() {
-        return Ok(());
-    }
-    let now = bootloader::read_config()?;
-    if !planned
-        .current
-        .as_deref()
-        .is_some_and(|planned| crate::bootcfg::eeprom::same_config(planned, &now))
-    {
-        bail!(
-            "the bootloader's config changed since the plan was made; nothing was written: make the plan again"
-        );
-    }
-    journal.bootloader_before = Some(now);
-    journal.save(state_dir)
 }
 
 /// A full move's one-shot boot of the new drive: tryboot.txt on its own

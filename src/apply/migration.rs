@@ -382,6 +382,14 @@ fn handover_step(bootloader: &BootloaderPlan) -> String {
              (the boot order already starts it first)"
                 .into()
         }
+        (Handover::RemoveCard, Some(_))
+            if bootloader.consent && bootloader.takes_effect == EepromTakesEffect::NextReboot =>
+        {
+            "once it runs from the new drive: sudo pimigrate verify --commit, which stages the bootloader's \
+             config without the trial's order; reboot once with the SD card still in (the bootloader writes it), \
+             then shut down, take the SD card out and power on"
+                .into()
+        }
         (Handover::RemoveCard, _) => {
             "once it runs from the new drive: sudo pimigrate verify --commit, \
              then shut down, take the SD card out and power on"
@@ -418,17 +426,13 @@ pub fn reboot_into(journal: &Journal) -> Result<RebootInto> {
     }
     // The Pi 4's [tryboot] order is in the running config once recovery.bin
     // wrote it; until then a trial reboot would not reach the new drive.
-    let running = super::bootloader::read_config()?;
     let board = plan
         .pi
         .model
         .as_deref()
         .and_then(crate::system::pi::config_filter);
-    let trial_order = crate::bootcfg::EepromConfig::parse(running.as_bytes())
-        .ok()
-        .and_then(|config| config.boot_order(board, true).ok());
     Ok(
-        match trial_order == Some(crate::bootcfg::BootOrder::trial(bootloader.target_mode)) {
+        match super::bootloader::migrate_change_running(bootloader, board)? {
             true => RebootInto::Trial,
             false => RebootInto::Normal,
         },
@@ -446,7 +450,7 @@ pub fn reboot(journal: &mut Journal, state_dir: &Path, into: RebootInto) -> Resu
             .plan
             .bootloader
             .as_ref()
-            .and_then(|b| b.reboot_order.as_deref())
+            .and_then(|b| b.reboot_order)
         {
             super::bootloader::set_reboot_order(order)?;
         }

@@ -292,6 +292,14 @@ impl Filter {
     }
 }
 
+/// Whether a setting line applies for a [`FilterContext`]: certainly, or
+/// under a filter that cannot be evaluated before boot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineApplies {
+    Yes,
+    Maybe,
+}
+
 /// Three-valued answer to "does this line apply?".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Applies {
@@ -655,15 +663,126 @@ impl ConfigTxt {
             self.replace_value(index, value);
             return Ok(());
         }
+        self.append_under(only(&state), &state, section, key, value);
+        Ok(())
+    }
+
+    /// Appends `key=value` at the very end of the file under the filter
+    /// `[section]` alone (after `[all]` when the file ends under other
+    /// filters), so no earlier line for `key` under that filter, nor any
+    /// other earlier line, overrides it where `[section]` holds.
+    pub fn append_in_section(
+        &mut self,
+        section: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<(), ConfigTxtError> {
+        check_setting(key, value)?;
+        let filter = Filter::parse(section);
+        let mut state = FilterState::default();
+        for line in &self.lines {
+            if let LineKind::Filter(f) = &line.kind {
+                state.apply(f);
+            }
+        }
+        let only =
+            !state.none && state.active.len() == 1 && state.active.values().any(|f| *f == filter);
+        self.append_under(only, &state, section, key, value);
+        Ok(())
+    }
+
+    fn append_under(
+        &mut self,
+        already_only: bool,
+        state: &FilterState,
+        section: &str,
+        key: &str,
+        value: &str,
+    ) {
         let mut header = Vec::new();
-        if !only(&state) {
+        if !already_only {
             if !state.is_unconditional() {
                 header.push("[all]".to_string());
             }
             header.push(format!("[{section}]"));
         }
         self.append_lines(header, key, value);
+    }
+
+    /// The lines that set `key` and certainly or maybe apply for `ctx`, in
+    /// the file's order (lines that certainly do not are left out); the
+    /// last one that certainly applies is the one in effect. Used for the
+    /// bootloader's EEPROM config, to change a setting where it takes
+    /// effect.
+    pub fn lines_setting(&self, wanted: &str, ctx: &FilterContext) -> Vec<(usize, LineApplies)> {
+        let mut state = FilterState::default();
+        let mut found = Vec::new();
+        for (index, line) in self.lines.iter().enumerate() {
+            match &line.kind {
+                LineKind::Filter(filter) => state.apply(filter),
+                LineKind::Setting { key, .. } if key == wanted => match state.evaluate(ctx) {
+                    Applies::Yes => found.push((index, LineApplies::Yes)),
+                    Applies::Maybe => found.push((index, LineApplies::Maybe)),
+                    Applies::No => {}
+                },
+                _ => {}
+            }
+        }
+        found
+    }
+
+    /// Replaces the value of the setting on line `index` (0-based, as
+    /// [`ConfigTxt::lines_setting`] gives it), every other byte kept.
+    pub fn set_value_at(&mut self, index: usize, value: &str) -> Result<(), ConfigTxtError> {
+        let key = match self.lines.get(index).map(|l| &l.kind) {
+            Some(LineKind::Setting { key, .. }) => key.clone(),
+            _ => {
+                return Err(ConfigTxtError::InvalidSetting {
+                    key: format!("line {}", index + 1),
+                    value: value.to_string(),
+                    reason: "that line is not a setting",
+                })
+            }
+        };
+        check_setting(&key, value)?;
+        self.replace_value(index, value);
         Ok(())
+    }
+
+    /// Removes the setting on line `index`. Filter lines right before it
+    /// that then guard nothing (only `[all]` or the end of the file comes
+    /// after them) go with it, so a section added by
+    /// [`ConfigTxt::append_in_section`] and removed again leaves the file
+    /// as it was.
+    pub fn remove_setting_at(&mut self, index: usize) {
+        if !matches!(
+            self.lines.get(index).map(|l| &l.kind),
+            Some(LineKind::Setting { .. })
+        ) {
+            return;
+        }
+        let removed = self.lines.remove(index);
+        let was_last = index == self.lines.len();
+        let guards_nothing = match self.lines[index..]
+            .iter()
+            .find(|l| !matches!(l.kind, LineKind::Blank | LineKind::Comment))
+        {
+            None => true,
+            Some(next) => next.kind == LineKind::Filter(Filter::All),
+        };
+        let mut start = index;
+        if guards_nothing {
+            while start > 0 && matches!(self.lines[start - 1].kind, LineKind::Filter(_)) {
+                start -= 1;
+            }
+        }
+        self.lines.drain(start..index);
+        // The file's missing final newline stays missing.
+        if was_last && removed.raw.ending.is_empty() {
+            if let Some(last) = self.lines.last_mut() {
+                last.raw.ending.clear();
+            }
+        }
     }
 
     /// The file's bytes: the original with only the edits applied.

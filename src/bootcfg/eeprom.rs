@@ -3,12 +3,17 @@
 //! other boot files: `BOOT_ORDER` for every boot, the one-shot order of a
 //! trial boot under `[tryboot]`, `PCIE_PROBE`. The config shares
 //! config.txt's filter syntax (`[all]`, `[tryboot]`, `[pi4]`, ...; the
-//! last setting that applies wins), so [`ConfigTxt`] reads and edits it;
-//! pimigrate never writes the EEPROM itself: the edited text goes to the
-//! system's own `rpi-eeprom-config --apply`.
+//! last setting that applies wins), so [`ConfigTxt`] reads and edits it.
+//!
+//! pimigrate changes only the settings of an [`EepromEdit`], each where
+//! the bootloader of this board reads it (a `BOOT_ORDER` under `[pi4]`
+//! after `[all]` is the one a Pi 4 follows), on the config that is in the
+//! EEPROM when the change is made; every other line stays. It never writes
+//! the EEPROM itself: the edited text goes to the system's own
+//! `rpi-eeprom-config --apply`.
 
-use super::configtxt::{ConfigTxt, ConfigTxtError, FilterContext};
-use serde::{Deserialize, Serialize};
+use super::configtxt::{ConfigTxt, ConfigTxtError, FilterContext, LineApplies};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Why the bootloader's config cannot be read or edited.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -25,6 +30,13 @@ pub enum EepromConfigError {
         value: String,
         reason: &'static str,
     },
+    #[error(
+        "the bootloader's config sets {key} on line {line} under a filter pimigrate cannot evaluate \
+         (a serial number, a GPIO, a board type): which {key} the bootloader follows is not known"
+    )]
+    Conditional { key: String, line: usize },
+    #[error("the bootloader's config could not be changed so that it reads {edit}")]
+    NotInEffect { edit: String },
 }
 
 impl From<ConfigTxtError> for EepromConfigError {
@@ -52,10 +64,26 @@ pub const BOOT_MODE_RESTART: u8 = 0xf;
 /// documented default, SD card then USB mass storage, then restart.
 pub const DEFAULT_BOOT_ORDER: u32 = 0xf41;
 
-/// `BOOT_ORDER`: hex digits read right to left, one boot mode each.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// `BOOT_ORDER`: hex digits read right to left, one boot mode each. In
+/// JSON it is written as the config spells it, `"0xf41"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BootOrder {
     pub value: u32,
+}
+
+impl Serialize for BootOrder {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for BootOrder {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<BootOrder, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        BootOrder::parse(&text).ok_or_else(|| {
+            serde::de::Error::custom(format!("{text:?} is not a boot order (such as 0xf41)"))
+        })
+    }
 }
 
 impl BootOrder {
@@ -126,6 +154,100 @@ pub fn mode_name(mode: u8) -> &'static str {
     }
 }
 
+/// A setting of the bootloader's config that pimigrate changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EepromSetting {
+    /// `BOOT_ORDER` as a normal boot reads it.
+    #[serde(rename = "BOOT_ORDER")]
+    BootOrder,
+    /// `BOOT_ORDER` under `[tryboot]`: the order of a trial boot
+    /// (`reboot "0 tryboot"`) alone.
+    #[serde(rename = "[tryboot] BOOT_ORDER")]
+    TrialBootOrder,
+    /// `PCIE_PROBE`: a Pi 5 looks for an NVMe drive without a HAT+.
+    #[serde(rename = "PCIE_PROBE")]
+    PcieProbe,
+}
+
+impl EepromSetting {
+    /// The key in the config.
+    pub fn key(self) -> &'static str {
+        match self {
+            EepromSetting::BootOrder | EepromSetting::TrialBootOrder => "BOOT_ORDER",
+            EepromSetting::PcieProbe => "PCIE_PROBE",
+        }
+    }
+}
+
+/// One change pimigrate makes to the bootloader's config: the value a
+/// setting is to have where the bootloader reads it. `None` is no line of
+/// its own: BOOT_ORDER and PCIE_PROBE take the bootloader's default, a
+/// trial boot follows the normal order. In JSON:
+/// `{"setting": "[tryboot] BOOT_ORDER", "value": "0xf14"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "setting", content = "value")]
+pub enum EepromEdit {
+    #[serde(rename = "BOOT_ORDER")]
+    BootOrder(Option<BootOrder>),
+    #[serde(rename = "[tryboot] BOOT_ORDER")]
+    TrialBootOrder(Option<BootOrder>),
+    #[serde(rename = "PCIE_PROBE")]
+    PcieProbe(Option<String>),
+}
+
+impl EepromEdit {
+    pub fn setting(&self) -> EepromSetting {
+        match self {
+            EepromEdit::BootOrder(_) => EepromSetting::BootOrder,
+            EepromEdit::TrialBootOrder(_) => EepromSetting::TrialBootOrder,
+            EepromEdit::PcieProbe(_) => EepromSetting::PcieProbe,
+        }
+    }
+
+    /// The value as the config spells it, `None` for no line.
+    pub fn value(&self) -> Option<String> {
+        match self {
+            EepromEdit::BootOrder(order) | EepromEdit::TrialBootOrder(order) => {
+                order.map(|o| o.to_string())
+            }
+            EepromEdit::PcieProbe(value) => value.clone(),
+        }
+    }
+}
+
+impl std::fmt::Display for EepromEdit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = match self.setting() {
+            EepromSetting::BootOrder => "BOOT_ORDER",
+            EepromSetting::TrialBootOrder => "[tryboot] BOOT_ORDER",
+            EepromSetting::PcieProbe => "PCIE_PROBE",
+        };
+        match self.value() {
+            Some(value) => write!(f, "{name}={value}"),
+            None => match self.setting() {
+                EepromSetting::TrialBootOrder => {
+                    write!(f, "no {name} (a trial boot follows the normal order)")
+                }
+                _ => write!(f, "no {name} (the bootloader's default)"),
+            },
+        }
+    }
+}
+
+/// The bootloader's build time (Unix seconds) an image file carries as
+/// `BUILD_TIMESTAMP=`, the figure `rpi-eeprom-update` compares with the
+/// running bootloader's `chosen/bootloader/build-timestamp`.
+pub fn image_build_time(image: &[u8]) -> Option<u64> {
+    const MARKER: &[u8] = b"BUILD_TIMESTAMP=";
+    let at = image.windows(MARKER.len()).position(|w| w == MARKER)? + MARKER.len();
+    let digits: String = image[at..]
+        .iter()
+        .take_while(|b| b.is_ascii_digit())
+        .map(|&b| b as char)
+        .collect();
+    digits.parse().ok().filter(|&t| t > 0)
+}
+
 impl std::fmt::Display for BootOrder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "0x{:x}", self.value)
@@ -172,25 +294,200 @@ impl EepromConfig {
             .is_some_and(|v| v.trim() != "0" && !v.trim().is_empty())
     }
 
-    /// This config with `key=value` for every boot (the last unconditional
-    /// line's value replaced, or the line added under `[all]`).
-    pub fn with_setting(&self, key: &str, value: &str) -> Result<EepromConfig, EepromConfigError> {
-        let mut text = self.text.clone();
-        text.try_set(key, value)?;
-        Ok(EepromConfig { text })
+    /// What this config says of `setting` for `board`, as an edit that
+    /// would leave it as it is: the "before" of a change, and what a
+    /// rollback puts back.
+    pub fn reading(
+        &self,
+        setting: EepromSetting,
+        board: Option<&str>,
+    ) -> Result<EepromEdit, EepromConfigError> {
+        self.refuse_conditional(
+            setting.key(),
+            board,
+            setting == EepromSetting::TrialBootOrder,
+        )?;
+        let order = |text: Option<String>| match text {
+            None => Ok(None),
+            Some(text) => BootOrder::parse(&text)
+                .map(Some)
+                .ok_or(EepromConfigError::BadBootOrder(text)),
+        };
+        Ok(match setting {
+            EepromSetting::BootOrder => {
+                EepromEdit::BootOrder(order(self.value("BOOT_ORDER", board, false))?)
+            }
+            EepromSetting::TrialBootOrder => {
+                let own = !self.trial_only_lines("BOOT_ORDER", board).is_empty();
+                EepromEdit::TrialBootOrder(match own {
+                    true => order(self.value("BOOT_ORDER", board, true))?,
+                    false => None,
+                })
+            }
+            EepromSetting::PcieProbe => {
+                EepromEdit::PcieProbe(self.value("PCIE_PROBE", board, false))
+            }
+        })
     }
 
-    /// This config with BOOT_ORDER set for every boot.
-    pub fn with_boot_order(&self, order: BootOrder) -> Result<EepromConfig, EepromConfigError> {
-        self.with_setting("BOOT_ORDER", &order.to_string())
+    /// Whether the bootloader of `board` reads `edit` in this config.
+    pub fn reads(&self, edit: &EepromEdit, board: Option<&str>) -> Result<bool, EepromConfigError> {
+        let now = self.reading(edit.setting(), board)?;
+        Ok(match (edit, &now) {
+            // A trial order that is also the normal one still reads so.
+            (EepromEdit::TrialBootOrder(Some(wanted)), _) => {
+                self.boot_order(board, true)? == *wanted
+            }
+            (EepromEdit::PcieProbe(Some(a)), EepromEdit::PcieProbe(Some(b))) => {
+                a.trim() == b.trim()
+            }
+            _ => now == *edit,
+        })
     }
 
-    /// This config with BOOT_ORDER set for trial boots only, under
-    /// `[tryboot]` (bootloader 2024-05-17 or later on a Pi 4).
-    pub fn with_trial_order(&self, order: BootOrder) -> Result<EepromConfig, EepromConfigError> {
+    /// Whether the bootloader of `board` reads every one of `edits`.
+    pub fn reads_all(
+        &self,
+        edits: &[EepromEdit],
+        board: Option<&str>,
+    ) -> Result<bool, EepromConfigError> {
+        for edit in edits {
+            if !self.reads(edit, board)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// This config with `edits` made, each where the bootloader of `board`
+    /// reads it, every other line kept.
+    pub fn with_edits(
+        &self,
+        edits: &[EepromEdit],
+        board: Option<&str>,
+    ) -> Result<EepromConfig, EepromConfigError> {
+        edits
+            .iter()
+            .try_fold(self.clone(), |config, edit| config.with_edit(edit, board))
+    }
+
+    /// This config with `edit` made where the bootloader of `board` reads
+    /// it: the line in effect changed (the last one that applies, be it
+    /// under `[all]` or `[pi4]`), or one added at the end when none
+    /// applies; a trial order only ever under `[tryboot]`, so a normal
+    /// boot reads what it read before. `None` removes the lines that give
+    /// the setting its value (for a trial order: those under `[tryboot]`).
+    pub fn with_edit(
+        &self,
+        edit: &EepromEdit,
+        board: Option<&str>,
+    ) -> Result<EepromConfig, EepromConfigError> {
+        let key = edit.setting().key();
+        let trial = edit.setting() == EepromSetting::TrialBootOrder;
+        self.refuse_conditional(key, board, trial)?;
+        // What the edit must leave alone: a normal boot's reading for a
+        // trial order, a trial boot's own order for a normal one.
+        let other = match edit.setting() {
+            EepromSetting::BootOrder => Some(EepromSetting::TrialBootOrder),
+            EepromSetting::TrialBootOrder => Some(EepromSetting::BootOrder),
+            EepromSetting::PcieProbe => None,
+        };
+        let other_before = other.map(|o| self.reading(o, board)).transpose()?;
         let mut text = self.text.clone();
-        text.try_set_in_section("tryboot", "BOOT_ORDER", &order.to_string())?;
-        Ok(EepromConfig { text })
+        let ctx = FilterContext::new(board, trial);
+        let lines_now = |text: &ConfigTxt| -> Vec<usize> {
+            let certain = |ctx: &FilterContext| -> Vec<usize> {
+                text.lines_setting(key, ctx)
+                    .into_iter()
+                    .filter(|(_, applies)| *applies == LineApplies::Yes)
+                    .map(|(index, _)| index)
+                    .collect()
+            };
+            match trial {
+                false => certain(&ctx),
+                true => {
+                    let normal = certain(&FilterContext::new(board, false));
+                    certain(&ctx)
+                        .into_iter()
+                        .filter(|index| !normal.contains(index))
+                        .collect()
+                }
+            }
+        };
+        // The line in effect, when it is one the edit may change (for a
+        // trial order, one a normal boot does not read).
+        let in_effect = |text: &ConfigTxt| -> Option<usize> {
+            let last = text
+                .lines_setting(key, &ctx)
+                .into_iter()
+                .rev()
+                .find(|(_, applies)| *applies == LineApplies::Yes)
+                .map(|(index, _)| index)?;
+            lines_now(text).contains(&last).then_some(last)
+        };
+        match edit.value() {
+            Some(value) => match in_effect(&text) {
+                Some(index) => text.set_value_at(index, &value)?,
+                None if trial => text.append_in_section("tryboot", key, &value)?,
+                // No line applies here, so none under [all] either: the
+                // new one goes at the end (after an [all] if the file ends
+                // under a filter).
+                None => text.try_set(key, &value)?,
+            },
+            None => {
+                while let Some(&index) = lines_now(&text).last() {
+                    text.remove_setting_at(index);
+                }
+            }
+        }
+        let edited = EepromConfig { text };
+        let other_after = other.map(|o| edited.reading(o, board)).transpose()?;
+        if other_after != other_before || !edited.reads(edit, board)? {
+            return Err(EepromConfigError::NotInEffect {
+                edit: edit.to_string(),
+            });
+        }
+        Ok(edited)
+    }
+
+    /// The lines setting `key` that a trial boot of `board` reads and a
+    /// normal boot does not.
+    fn trial_only_lines(&self, key: &str, board: Option<&str>) -> Vec<usize> {
+        let certain = |tryboot: bool| -> Vec<usize> {
+            self.text
+                .lines_setting(key, &FilterContext::new(board, tryboot))
+                .into_iter()
+                .filter(|(_, applies)| *applies == LineApplies::Yes)
+                .map(|(index, _)| index)
+                .collect()
+        };
+        let normal = certain(false);
+        certain(true)
+            .into_iter()
+            .filter(|index| !normal.contains(index))
+            .collect()
+    }
+
+    /// An error when a line for `key` may or may not apply on `board`: the
+    /// setting in effect is then unknown, and so where to change it.
+    fn refuse_conditional(
+        &self,
+        key: &str,
+        board: Option<&str>,
+        tryboot: bool,
+    ) -> Result<(), EepromConfigError> {
+        let maybe = self
+            .text
+            .lines_setting(key, &FilterContext::new(board, tryboot))
+            .into_iter()
+            .find(|(_, applies)| *applies == LineApplies::Maybe);
+        match maybe {
+            Some((index, _)) => Err(EepromConfigError::Conditional {
+                key: key.to_string(),
+                line: index + 1,
+            }),
+            None => Ok(()),
+        }
     }
 
     pub fn to_bytes(&self) -> Vec<u8> {
@@ -263,63 +560,188 @@ mod tests {
         assert!(parse("BOOT_ORDER=usb\n").boot_order(None, false).is_err());
     }
 
+    fn trial(order: u32) -> EepromEdit {
+        EepromEdit::TrialBootOrder(Some(BootOrder { value: order }))
+    }
+
+    fn order(order: u32) -> EepromEdit {
+        EepromEdit::BootOrder(Some(BootOrder { value: order }))
+    }
+
     #[test]
     fn a_trial_order_goes_under_tryboot_and_leaves_every_other_byte() {
-        let trial = parse(PI4)
-            .with_trial_order(BootOrder::trial(BOOT_MODE_USB))
-            .unwrap();
+        let board = Some("pi4");
+        let with_trial = parse(PI4).with_edit(&trial(0xf14), board).unwrap();
         assert_eq!(
-            trial.to_text(),
+            with_trial.to_text(),
             format!("{PI4}[tryboot]\nBOOT_ORDER=0xf14\n")
         );
         assert_eq!(
-            trial.boot_order(Some("pi4"), false).unwrap().to_string(),
+            with_trial.boot_order(board, false).unwrap().to_string(),
             "0xf41"
         );
         assert_eq!(
-            trial.boot_order(Some("pi4"), true).unwrap().to_string(),
+            with_trial.boot_order(board, true).unwrap().to_string(),
             "0xf14"
         );
-        // Applied again, the same line is changed, not a second one added.
-        let again = trial.with_trial_order(BootOrder { value: 0xf16 }).unwrap();
+        assert!(with_trial.reads(&trial(0xf14), board).unwrap());
+        // Made again, the same line is changed, not a second one added.
+        let again = with_trial.with_edit(&trial(0xf16), board).unwrap();
         assert_eq!(
             again.to_text(),
             format!("{PI4}[tryboot]\nBOOT_ORDER=0xf16\n")
         );
-        // A config ending under a board's filter gets [all] first, so the
-        // trial order does not depend on the board.
-        let board = parse("BOOT_ORDER=0xf41\r\n[pi4]\r\nBOOT_UART=1")
-            .with_trial_order(BootOrder { value: 0xf14 })
+        // Taken out, the config is byte for byte what it was.
+        let gone = again
+            .with_edit(&EepromEdit::TrialBootOrder(None), board)
             .unwrap();
+        assert_eq!(gone.to_text(), PI4);
         assert_eq!(
-            board.to_text(),
+            gone.reading(EepromSetting::TrialBootOrder, board).unwrap(),
+            EepromEdit::TrialBootOrder(None)
+        );
+        // A config ending under a board's filter, without a final newline,
+        // gets [all] first, and gets it all back when the order goes.
+        let odd = "BOOT_ORDER=0xf41\r\n[pi4]\r\nBOOT_UART=1";
+        let board_end = parse(odd).with_edit(&trial(0xf14), board).unwrap();
+        assert_eq!(
+            board_end.to_text(),
             "BOOT_ORDER=0xf41\r\n[pi4]\r\nBOOT_UART=1\r\n[all]\r\n[tryboot]\r\nBOOT_ORDER=0xf14"
+        );
+        let back = board_end
+            .with_edit(&EepromEdit::TrialBootOrder(None), board)
+            .unwrap();
+        assert_eq!(back.to_text(), odd);
+    }
+
+    #[test]
+    fn a_trial_order_overridden_by_a_later_board_line_is_added_where_it_wins() {
+        // An owner's [tryboot] line that a later [pi4] line overrides in a
+        // trial boot too: changing it would not change what the trial reads.
+        let text = "[tryboot]\nBOOT_ORDER=0xf41\n[all]\n[pi4]\nBOOT_ORDER=0xf21\n";
+        let edited = parse(text).with_edit(&trial(0xf14), Some("pi4")).unwrap();
+        assert_eq!(
+            edited.to_text(),
+            format!("{text}[all]\n[tryboot]\nBOOT_ORDER=0xf14\n")
+        );
+        assert_eq!(
+            edited.boot_order(Some("pi4"), true).unwrap().to_string(),
+            "0xf14"
+        );
+        assert_eq!(
+            edited.boot_order(Some("pi4"), false).unwrap().to_string(),
+            "0xf21"
         );
     }
 
     #[test]
-    fn the_permanent_order_replaces_the_unconditional_line_or_is_added() {
-        let pi5 = parse(PI5)
-            .with_boot_order(BootOrder { value: 0xf416 })
-            .unwrap();
+    fn the_permanent_order_is_changed_where_the_board_reads_it() {
+        let pi5 = parse(PI5).with_edit(&order(0xf416), Some("pi5")).unwrap();
         assert_eq!(pi5.to_text(), PI5.replace("0xf461", "0xf416"));
-        let pi4 = parse(PI4)
-            .with_boot_order(BootOrder { value: 0xf14 })
-            .unwrap();
+        let pi4 = parse(PI4).with_edit(&order(0xf14), Some("pi4")).unwrap();
         assert_eq!(pi4.to_text(), format!("{PI4}BOOT_ORDER=0xf14\n"));
-        let probe = parse(PI5).with_setting("PCIE_PROBE", "1").unwrap();
+        // A board's own section after [all] is the line a Pi 4 follows: it
+        // is the one changed, [all]'s stays for the other boards.
+        let filtered =
+            "[all]\nBOOT_ORDER=0xf41\n[pi4]\nBOOT_ORDER=0xf21\n[cm4]\nBOOT_ORDER=0xf16\n";
+        let pi4 = parse(filtered)
+            .with_edit(&order(0xf14), Some("pi4"))
+            .unwrap();
+        assert_eq!(pi4.to_text(), filtered.replace("0xf21", "0xf14"));
+        assert_eq!(
+            pi4.boot_order(Some("pi4"), false).unwrap().to_string(),
+            "0xf14"
+        );
+        // A CM4 sees [pi4] and [cm4]: the last, [cm4]'s, is the one.
+        let cm4 = parse(filtered)
+            .with_edit(&order(0xf61), Some("cm4"))
+            .unwrap();
+        assert_eq!(cm4.to_text(), filtered.replace("0xf16", "0xf61"));
+        // A Pi 400 sees [pi4] too.
+        let pi400 = parse(filtered)
+            .with_edit(&order(0xf14), Some("pi400"))
+            .unwrap();
+        assert_eq!(pi400.to_text(), filtered.replace("0xf21", "0xf14"));
+        // An owner's trial order survives a change of the normal one.
+        let own = "BOOT_ORDER=0xf41\n[tryboot]\nBOOT_ORDER=0xf21\n";
+        let edited = parse(own).with_edit(&order(0xf14), Some("pi4")).unwrap();
+        assert_eq!(edited.to_text(), own.replacen("0xf41", "0xf14", 1));
+        assert_eq!(
+            edited.boot_order(Some("pi4"), true).unwrap().to_string(),
+            "0xf21"
+        );
+    }
+
+    #[test]
+    fn flags_are_set_and_taken_out_again() {
+        let probe = parse(PI5)
+            .with_edit(&EepromEdit::PcieProbe(Some("1".into())), Some("pi5"))
+            .unwrap();
+        assert_eq!(probe.to_text(), format!("{PI5}PCIE_PROBE=1\n"));
         assert!(probe.flag("PCIE_PROBE", Some("pi5")));
         assert!(!parse(PI5).flag("PCIE_PROBE", Some("pi5")));
-        // A board section overrides [all] on that board only.
-        let cm4 = parse("BOOT_ORDER=0xf41\n[cm4]\nBOOT_ORDER=0xf16\n");
+        let back = probe
+            .with_edit(&EepromEdit::PcieProbe(None), Some("pi5"))
+            .unwrap();
+        assert_eq!(back.to_text(), PI5);
+        // A BOOT_ORDER the config did not have goes again.
+        let added = parse(PI4).with_edit(&order(0xf14), Some("pi4")).unwrap();
+        let removed = added
+            .with_edit(&EepromEdit::BootOrder(None), Some("pi4"))
+            .unwrap();
+        assert_eq!(removed.to_text(), PI4);
+    }
+
+    #[test]
+    fn a_boot_order_under_a_filter_that_cannot_be_evaluated_is_refused() {
+        let text = "[all]\nBOOT_ORDER=0xf41\n[0x12345678]\nBOOT_ORDER=0xf14\n";
+        let err = parse(text)
+            .with_edit(&order(0xf14), Some("pi4"))
+            .unwrap_err();
         assert_eq!(
-            cm4.boot_order(Some("cm4"), false).unwrap().to_string(),
-            "0xf16"
+            err,
+            EepromConfigError::Conditional {
+                key: "BOOT_ORDER".into(),
+                line: 4
+            }
+        );
+        assert!(parse(text)
+            .reading(EepromSetting::BootOrder, Some("pi4"))
+            .is_err());
+        // Another key under such a filter is no matter.
+        assert!(parse(text)
+            .with_edit(&EepromEdit::PcieProbe(Some("1".into())), Some("pi4"))
+            .is_ok());
+    }
+
+    #[test]
+    fn orders_and_edits_serialise_as_the_config_spells_them() {
+        let value = serde_json::to_value(BootOrder { value: 0xf14 }).unwrap();
+        assert_eq!(value, serde_json::json!("0xf14"));
+        let back: BootOrder = serde_json::from_value(value).unwrap();
+        assert_eq!(back.value, 0xf14);
+        assert!(serde_json::from_value::<BootOrder>(serde_json::json!("usb")).is_err());
+        let edits = vec![trial(0xf14), EepromEdit::BootOrder(None)];
+        let value = serde_json::to_value(&edits).unwrap();
+        assert_eq!(
+            value,
+            serde_json::json!([
+                {"setting": "[tryboot] BOOT_ORDER", "value": "0xf14"},
+                {"setting": "BOOT_ORDER", "value": null}
+            ])
         );
         assert_eq!(
-            cm4.boot_order(Some("pi4"), false).unwrap().to_string(),
-            "0xf41"
+            serde_json::from_value::<Vec<EepromEdit>>(value).unwrap(),
+            edits
         );
+        assert_eq!(trial(0xf14).to_string(), "[tryboot] BOOT_ORDER=0xf14");
+    }
+
+    #[test]
+    fn the_build_time_is_read_as_rpi_eeprom_update_reads_it() {
+        let image = b"\x55\xaa\xf0\x0fBUILD_TIMESTAMP=1779045198\0VERSION:224877da";
+        assert_eq!(image_build_time(image), Some(1_779_045_198));
+        assert_eq!(image_build_time(b"no stamp"), None);
     }
 
     #[test]

@@ -2,16 +2,25 @@
 //! trial boot reaches the new drive, which changes the bootloader's config
 //! needs (shown as diffs, made only with consent), and what `verify
 //! --commit` hands over. Decided here from what the Pi says of itself (the
-//! bootloader's date, its running config, a HAT+); the executor and
-//! `verify --commit` make the changes through the system's own
-//! `rpi-eeprom-config` (see `apply::bootloader`).
+//! bootloader's date, its config, a HAT+, an update staged for the next
+//! boot, the rpi-eeprom package's images); the executor and `verify
+//! --commit` make the changes through the system's own
+//! `rpi-eeprom-config` (see `apply::bootloader`), each a list of settings
+//! made on the config in the EEPROM at that moment.
+//!
+//! [`decide`] goes decision by decision: whether the bootloader plays a
+//! part ([`eeprom_route_possible`]), the config the plan is made on
+//! ([`current_config`]), the trial's route ([`route`]), the hand-over
+//! ([`handover`]), the changes ([`changes`]), and whether they can be made
+//! on this Pi without a downgrade ([`can_change`]).
 //!
 //! The routes, from the bootloader's release notes:
 //! - Pi 4 family, bootloader 2024-05-17 or later: an EEPROM `[tryboot]`
 //!   section (`[tryboot] BOOT_ORDER=0xf14`) makes `reboot "0 tryboot"` try
 //!   the new drive first, once; the SD card is the fallback. The change is
 //!   staged on the SD card's boot partition and written by recovery.bin at
-//!   the next reboot, so the trial comes one reboot later.
+//!   the next reboot, so the trial comes one reboot later. The hand-over
+//!   takes the section out again, whichever the hand-over.
 //! - Pi 5, bootloader 2025-01-14 or later: `set_reboot_order` (a mailbox
 //!   call, nothing written to the EEPROM) overrides BOOT_ORDER for the next
 //!   reboot only. An NVMe drive on an adapter that is not a HAT+ needs
@@ -22,17 +31,18 @@
 
 use super::edits::diff_files;
 use super::{
-    BootloaderPlan, EepromChange, EepromTakesEffect, Handover, Layout, Options, PartitionPath,
-    Reason, TrialRoute,
+    BootloaderPlan, EepromChange, EepromSource, EepromTakesEffect, Handover, Layout, Options,
+    PartitionPath, Reason, TrialRoute,
 };
 use crate::bootcfg::eeprom::{
-    mode_name, BootOrder, EepromConfig, BOOT_MODE_NVME, BOOT_MODE_SD, BOOT_MODE_USB,
+    mode_name, BootOrder, EepromConfig, EepromConfigError, EepromEdit, BOOT_MODE_NVME,
+    BOOT_MODE_SD, BOOT_MODE_USB,
 };
 use crate::plan::options::{BootOrderChoice, HandoverChoice, TrialChoice};
+use crate::system::bootloader::{BaseError, EepromBase, EepromWrites};
 use crate::system::disks::{Disk, Transport};
 use crate::system::pi::{PiFamily, PiInfo};
 use crate::system::System;
-use std::path::Path;
 
 /// The first Pi 4 bootloader whose EEPROM config takes a `[tryboot]`
 /// section (2024-05-17 00:00 UTC).
@@ -44,20 +54,6 @@ pub const PI5_REBOOT_ORDER_SINCE: u64 = 1_736_812_800;
 pub const TRIAL_PANIC_SECONDS: u32 = 10;
 /// The mailbox tag of `set_reboot_order` (`vcmailbox 0x0003808b 4 4 ORDER`).
 pub const SET_REBOOT_ORDER_TAG: &str = "0x0003808b";
-
-/// The update `rpi-eeprom-update` stages on a boot partition, and the
-/// recovery program the boot ROM runs to write it; recovery.bin renames
-/// itself once done (pieeprom.upd stays), so the two together are an
-/// update not yet written.
-pub const PENDING_UPDATE_FILE: &str = "/pieeprom.upd";
-pub const RECOVERY_FILE: &str = "/recovery.bin";
-
-/// Whether `dir` holds an update the boot ROM has not written yet.
-pub fn pending_in(dir: &Path) -> bool {
-    [PENDING_UPDATE_FILE, RECOVERY_FILE]
-        .iter()
-        .all(|file| PartitionPath::known(file).under(dir).exists())
-}
 
 /// What the planner learns here.
 #[derive(Debug, Default)]
@@ -96,16 +92,100 @@ fn device_trial(pi: &PiInfo) -> Result<(), String> {
 }
 
 /// The bootloader's side of `options` for a move onto `target`, with every
-/// refusal added to `reasons`.
+/// refusal added to `reasons`: the route of the trial, the hand-over, the
+/// changes to the config, and whether they can be made here.
 pub(super) fn decide(
     system: &System,
     options: &Options,
     target: &Disk,
-    boot_dir: Option<&Path>,
     trial_wanted: bool,
     reasons: &mut Vec<Reason>,
 ) -> Decision {
     let pi = &system.pi;
+    let mode = match eeprom_route_possible(pi, options, target, trial_wanted, reasons) {
+        Ok(mode) => mode,
+        Err(route) => {
+            return Decision {
+                route,
+                ..Decision::default()
+            }
+        }
+    };
+    let consent = options.boot_order == BootOrderChoice::Apply;
+    // A config read at inspection means the tool is there.
+    let tool = pi.eeprom_config.is_some() || crate::tools::which("rpi-eeprom-config").is_some();
+    let Some(current) = current_config(pi, consent, tool, reasons) else {
+        return Decision::default();
+    };
+    let board = pi.config_filter;
+    let needs_probe = needs_probe(pi, mode, current.config.as_ref());
+    let (route, reason) = route(pi, mode, trial_wanted, consent, needs_probe);
+    if options.trial == TrialChoice::Device && route != Some(TrialRoute::Device) {
+        reasons.push(refuse_device(&reason));
+    }
+    let handover = handover(options.handover, consent, tool, reasons);
+    let (at_migrate, at_commit) = match &current.config {
+        Some(config) => {
+            let wanted = Wanted {
+                board,
+                mode,
+                route,
+                probe: needs_probe && consent,
+                trial_order: route == Some(TrialRoute::Device) && pi.family != PiFamily::Pi5,
+                handover,
+            };
+            changes(config, &wanted).unwrap_or_else(|err| {
+                reasons.push(config_refusal(&err));
+                (None, None)
+            })
+        }
+        None => (None, None),
+    };
+    let mut notes = Vec::new();
+    if current.config.is_none() && handover == Handover::BootOrder {
+        notes.push(
+            "the bootloader's config could not be read, so its changes cannot be shown".into(),
+        );
+    }
+    let changing = consent && (at_migrate.is_some() || at_commit.is_some());
+    let base = changing.then(|| can_change(pi, reasons)).flatten();
+    let takes_effect = match pi.eeprom.writes {
+        EepromWrites::AtOnce { .. } => EepromTakesEffect::AtOnce,
+        _ => EepromTakesEffect::NextReboot,
+    };
+    let reboot_order = (route == Some(TrialRoute::Device) && pi.family == PiFamily::Pi5)
+        .then(|| BootOrder::trial(mode));
+    Decision {
+        plan: Some(BootloaderPlan {
+            trial: route,
+            reason,
+            target_mode: mode,
+            reboot_order,
+            current: current.text,
+            current_from: current.from,
+            base,
+            at_migrate,
+            handover,
+            at_commit,
+            consent,
+            takes_effect,
+        }),
+        route,
+        notes,
+    }
+}
+
+/// Whether the bootloader plays a part in this move at all: the new
+/// drive's boot mode when it does, else the trial's route without it (a
+/// root-only move, a target the bootloader does not boot, a Pi without the
+/// EEPROM bootloader), with `--trial device` refused where it cannot be.
+fn eeprom_route_possible(
+    pi: &PiInfo,
+    options: &Options,
+    target: &Disk,
+    trial_wanted: bool,
+    reasons: &mut Vec<Reason>,
+) -> Result<u8, Option<TrialRoute>> {
     if options.layout != Layout::Full {
         if options.trial == TrialChoice::Device {
             reasons.push(
@@ -116,18 +196,13 @@ pub(super) fn decide(
                 .hint("use --layout full, or --trial always"),
             );
         }
-        return Decision::default();
+        return Err(None);
     }
-    let route_without_eeprom = trial_wanted.then_some(TrialRoute::KernelFromSd);
+    let without_eeprom = || trial_wanted.then_some(TrialRoute::KernelFromSd);
     let mode = match target.transport {
         Transport::Usb => BOOT_MODE_USB,
         Transport::Nvme => BOOT_MODE_NVME,
-        _ => {
-            return Decision {
-                route: route_without_eeprom,
-                ..Decision::default()
-            }
-        }
+        _ => return Err(without_eeprom()),
     };
     if !pi.eeprom_bootloader {
         if options.trial == TrialChoice::Device {
@@ -135,28 +210,67 @@ pub(super) fn decide(
                 "this Pi has no EEPROM bootloader, which a one-shot boot of another drive needs",
             ));
         }
-        return Decision {
-            route: route_without_eeprom,
-            ..Decision::default()
-        };
+        return Err(without_eeprom());
     }
-    let consent = options.boot_order == BootOrderChoice::Apply;
-    // A config read at inspection means the tool is there.
-    let tool = pi.eeprom_config.is_some() || crate::tools::which("rpi-eeprom-config").is_some();
-    let current = pi
-        .eeprom_config
-        .as_deref()
-        .map(|text| EepromConfig::parse(text.as_bytes()));
-    let board = pi.config_filter;
-    let mut notes = Vec::new();
-    let current = match current {
+    Ok(mode)
+}
+
+/// A Pi 5's NVMe drive on an adapter that is not a HAT+: the bootloader
+/// finds it only with `PCIE_PROBE=1`.
+fn needs_probe(pi: &PiInfo, mode: u8, config: Option<&EepromConfig>) -> bool {
+    mode == BOOT_MODE_NVME
+        && pi.family == PiFamily::Pi5
+        && pi.hat_product.is_none()
+        && config.is_some_and(|c| !c.flag("PCIE_PROBE", pi.config_filter))
+}
+
+fn refuse_device(why: &str) -> Reason {
+    Reason::new("device-trial-unavailable", format!("--trial device: {why}"))
+        .hint("use --trial always (the SD card's kernel with the new root on trial), or --no-trial")
+}
+
+/// The config the plan is made on, as read, and where from.
+struct Current {
+    text: Option<String>,
+    config: Option<EepromConfig>,
+    from: EepromSource,
+}
+
+/// The config that is in the EEPROM now, as far as a plan can read it: an
+/// update staged for the next boot (which the EEPROM holds from then on),
+/// else the config the bootloader started with. `None` when it cannot be
+/// read (a refusal); a config that is not there at all is allowed without
+/// consent (the plan then shows no changes).
+fn current_config(
+    pi: &PiInfo,
+    consent: bool,
+    tool: bool,
+    reasons: &mut Vec<Reason>,
+) -> Option<Current> {
+    let (text, from) = match &pi.eeprom.staged {
+        Some(staged) => match &staged.config {
+            Ok(text) => (Some(text.clone()), EepromSource::Staged),
+            Err(why) => {
+                reasons.push(
+                    Reason::new(
+                        "bootloader-config-unreadable",
+                        format!(
+                            "the bootloader update staged for the next boot ({}) cannot be read: {why}",
+                            staged.image.display()
+                        ),
+                    )
+                    .hint("cancel it with `sudo rpi-eeprom-update -r`, or reboot once to let the bootloader apply it, then plan again"),
+                );
+                return None;
+            }
+        },
+        None => (pi.eeprom_config.clone(), EepromSource::Running),
+    };
+    let config = match text.as_deref().map(|t| EepromConfig::parse(t.as_bytes())) {
         Some(Ok(config)) => Some(config),
         Some(Err(err)) => {
-            reasons.push(
-                Reason::new("bootloader-config-unreadable", err.to_string())
-                    .hint("look at `rpi-eeprom-config`'s output; fix the config with `sudo rpi-eeprom-config --edit`"),
-            );
-            return Decision::default();
+            reasons.push(config_refusal(&err));
+            return None;
         }
         None => None,
     };
@@ -169,7 +283,7 @@ pub(super) fn decide(
                 )
                 .hint("install it with: sudo apt install rpi-eeprom (or plan with --boot-order show)"),
             );
-        } else if current.is_none() {
+        } else if config.is_none() {
             reasons.push(
                 Reason::new(
                     "bootloader-config-unreadable",
@@ -178,68 +292,74 @@ pub(super) fn decide(
                 .hint("run `rpi-eeprom-config` to see why, or plan with --boot-order show"),
             );
         }
-        if let Some(dir) = boot_dir.filter(|dir| update_pending(system, dir)) {
-            reasons.push(
-                Reason::new(
-                    "eeprom-update-pending",
-                    format!(
-                        "a bootloader update is already pending ({} and {} are staged for the next boot)",
-                        PartitionPath::known(PENDING_UPDATE_FILE).under(dir).display(),
-                        PartitionPath::known(RECOVERY_FILE).under(dir).display()
-                    ),
-                )
-                .hint("reboot once to let the bootloader apply it, or cancel it with `sudo rpi-eeprom-update -r`, then plan again"),
-            );
-        }
     }
-    let needs_probe = mode == BOOT_MODE_NVME
-        && pi.family == PiFamily::Pi5
-        && pi.hat_product.is_none()
-        && current
-            .as_ref()
-            .is_some_and(|c| !c.flag("PCIE_PROBE", board));
-    // The route the trial takes, and why.
-    let capable = device_trial(pi);
-    let mailbox = pi.family != PiFamily::Pi5 || crate::tools::which("vcmailbox").is_some();
-    let (route, reason) = match (&capable, trial_wanted) {
-        (_, false) => (None, "no trial boot".to_string()),
-        (Err(why), true) => (Some(TrialRoute::KernelFromSd), why.clone()),
-        (Ok(()), true) if pi.family == PiFamily::Pi5 && !mailbox => (
-            Some(TrialRoute::KernelFromSd),
-            "set_reboot_order needs vcmailbox (sudo apt install raspi-utils), which is not installed"
-                .to_string(),
+    Some(Current { text, config, from })
+}
+
+/// A config pimigrate cannot read or change as a refusal.
+fn config_refusal(err: &EepromConfigError) -> Reason {
+    match err {
+        EepromConfigError::Conditional { .. } => Reason::new("bootloader-order-conditional", err.to_string())
+            .hint("make the line unconditional (or under [all]) with `sudo rpi-eeprom-config --edit`, or plan with --boot-order show"),
+        _ => Reason::new("bootloader-config-unreadable", err.to_string()).hint(
+            "look at `rpi-eeprom-config`'s output; fix the config with `sudo rpi-eeprom-config --edit`",
         ),
-        (Ok(()), true) if pi.family == PiFamily::Pi5 && needs_probe && !consent => (
-            Some(TrialRoute::KernelFromSd),
+    }
+}
+
+/// The route the trial takes, and why.
+fn route(
+    pi: &PiInfo,
+    mode: u8,
+    trial_wanted: bool,
+    consent: bool,
+    needs_probe: bool,
+) -> (Option<TrialRoute>, String) {
+    if !trial_wanted {
+        return (None, "no trial boot".into());
+    }
+    if let Err(why) = device_trial(pi) {
+        return (Some(TrialRoute::KernelFromSd), why);
+    }
+    let from_sd = |why: &str| (Some(TrialRoute::KernelFromSd), why.to_string());
+    match pi.family {
+        PiFamily::Pi5 if crate::tools::which("vcmailbox").is_none() => from_sd(
+            "set_reboot_order needs vcmailbox (sudo apt install raspi-utils), which is not installed",
+        ),
+        PiFamily::Pi5 if needs_probe && !consent => from_sd(
             "the bootloader looks for an NVMe drive without a HAT+ only with PCIE_PROBE=1, a change to its config \
-             that pimigrate makes only with --boot-order apply"
-                .to_string(),
+             that pimigrate makes only with --boot-order apply",
         ),
-        (Ok(()), true) if pi.family == PiFamily::Pi5 => (
+        PiFamily::Pi5 => (
             Some(TrialRoute::Device),
             format!(
                 "set_reboot_order makes the next reboot try {} first, once; the SD card is the fallback",
                 mode_name(mode)
             ),
         ),
-        (Ok(()), true) if !consent => (
-            Some(TrialRoute::KernelFromSd),
+        _ if !consent => from_sd(
             "a one-shot boot of the new drive needs a [tryboot] section in the bootloader's config, a change \
-             pimigrate makes only with --boot-order apply"
-                .to_string(),
+             pimigrate makes only with --boot-order apply",
         ),
-        (Ok(()), true) => (
+        _ => (
             Some(TrialRoute::Device),
             format!(
                 "the bootloader's [tryboot] section makes `reboot \"0 tryboot\"` try {} first, once; the SD card is the fallback",
                 mode_name(mode)
             ),
         ),
-    };
-    if options.trial == TrialChoice::Device && route != Some(TrialRoute::Device) {
-        reasons.push(refuse_device(&reason));
     }
-    let handover = match options.handover {
+}
+
+/// Who hands the Pi over to the new drive: the boot order (only with
+/// consent) or the owner, taking the card out.
+fn handover(
+    choice: HandoverChoice,
+    consent: bool,
+    tool: bool,
+    reasons: &mut Vec<Reason>,
+) -> Handover {
+    match choice {
         HandoverChoice::BootOrder if !consent => {
             reasons.push(
                 Reason::new(
@@ -254,95 +374,114 @@ pub(super) fn decide(
         HandoverChoice::RemoveCard => Handover::RemoveCard,
         HandoverChoice::Auto if consent && tool => Handover::BootOrder,
         HandoverChoice::Auto => Handover::RemoveCard,
-    };
-    let changes = current
-        .as_ref()
-        .map(|config| changes(config, board, mode, route, needs_probe && consent, handover));
-    let (at_migrate, at_commit) = match changes {
-        Some(Ok(changes)) => changes,
-        Some(Err(err)) => {
-            reasons.push(Reason::new("bootloader-config-unreadable", err.to_string()));
-            (None, None)
-        }
-        None => (None, None),
-    };
-    if current.is_none() && handover == Handover::BootOrder {
-        notes.push(
-            "the bootloader's config could not be read, so its changes cannot be shown".into(),
+    }
+}
+
+/// Whether the changes can be made on this Pi with its tools, and the
+/// image they are built on; refusals otherwise. Checked only when there
+/// are changes to make.
+fn can_change(pi: &PiInfo, reasons: &mut Vec<Reason>) -> Option<EepromBase> {
+    let compute_module = pi.family == PiFamily::Cm4 || pi.config_filter == Some("cm5");
+    if compute_module {
+        reasons.push(
+            Reason::new(
+                "compute-module-bootloader",
+                "this is a Compute Module: rpi-eeprom-update leaves its EEPROM alone unless its owner enabled updates, \
+                 its boot ROM runs no recovery.bin from eMMC, and its carrier board may fix the boot order",
+            )
+            .hint("plan with --boot-order show and set the boot order the carrier's way (rpiboot/usbboot), \
+                   or use --layout root-only"),
         );
+        return None;
     }
-    let takes_effect = match pi.family {
-        PiFamily::Pi5 => EepromTakesEffect::AtOnce,
-        _ => EepromTakesEffect::NextReboot,
-    };
-    let reboot_order = (route == Some(TrialRoute::Device) && pi.family == PiFamily::Pi5)
-        .then(|| BootOrder::trial(mode).to_string());
-    Decision {
-        plan: Some(BootloaderPlan {
-            trial: route,
-            reason,
-            target_mode: mode,
-            reboot_order,
-            current: pi.eeprom_config.clone(),
-            at_migrate,
-            handover,
-            at_commit,
-            consent,
-            takes_effect,
-        }),
-        route,
-        notes,
+    if pi.eeprom.writes == EepromWrites::AbPartitions {
+        reasons.push(
+            Reason::new(
+                "bootloader-ab-unverifiable",
+                "this Pi 5 has an A/B EEPROM, which rpi-eeprom-update writes through rpi-eeprom-ab: pimigrate cannot \
+                 read back what was written",
+            )
+            .hint("plan with --boot-order show and make the change shown with `sudo rpi-eeprom-config --edit`"),
+        );
+        return None;
+    }
+    match pi.eeprom.base(pi.bootloader_built) {
+        Ok(base) => Some(base),
+        Err(BaseError::Downgrade(why)) => {
+            reasons.push(Reason::new("bootloader-downgrade", why).hint(
+                "update the rpi-eeprom package (sudo apt update && sudo apt install rpi-eeprom), or cancel a staged \
+                 update with `sudo rpi-eeprom-update -r`, then plan again",
+            ));
+            None
+        }
+        Err(BaseError::Unknown(why)) => {
+            reasons.push(Reason::new("bootloader-image-unknown", why).hint(
+                "install rpi-eeprom (sudo apt install rpi-eeprom), or plan with --boot-order show",
+            ));
+            None
+        }
     }
 }
 
-fn refuse_device(why: &str) -> Reason {
-    Reason::new("device-trial-unavailable", format!("--trial device: {why}"))
-        .hint("use --trial always (the SD card's kernel with the new root on trial), or --no-trial")
-}
-
-/// Whether `rpi-eeprom-update` left an update for the next boot in `dir`.
-pub fn update_pending(system: &System, dir: &Path) -> bool {
-    pending_in(&system.host.path(dir))
-}
-
-/// The migration's change (before the trial) and the hand-over's, from
-/// the running config.
-fn changes(
-    current: &EepromConfig,
-    board: Option<&str>,
+/// What the changes are to achieve.
+struct Wanted<'a> {
+    board: Option<&'a str>,
+    /// The new drive's boot mode.
     mode: u8,
     route: Option<TrialRoute>,
+    /// PCIE_PROBE=1 for a Pi 5's NVMe drive without a HAT+.
     probe: bool,
+    /// A Pi 4's `[tryboot]` order for a one-shot boot of the new drive.
+    trial_order: bool,
     handover: Handover,
-) -> Result<(Option<EepromChange>, Option<EepromChange>), crate::bootcfg::EepromConfigError> {
+}
+
+/// The migration's change (before the trial) and the hand-over's, shown
+/// on `current`: the settings each changes, and the config they give.
+fn changes(
+    current: &EepromConfig,
+    wanted: &Wanted,
+) -> Result<(Option<EepromChange>, Option<EepromChange>), EepromConfigError> {
+    let Wanted { board, mode, .. } = *wanted;
     let file = PartitionPath::known("/bootconf.txt");
-    let change = |from: &EepromConfig, to: &EepromConfig, purpose: String| {
-        (from != to).then(|| EepromChange {
-            config: to.to_text(),
-            diff: diff_files(&file, &file, &from.to_bytes(), &to.to_bytes()),
-            purpose,
-        })
-    };
-    // PCIE_PROBE stays: the drive is found at every boot from now on.
-    let base = match probe {
-        true => current.with_setting("PCIE_PROBE", "1")?,
-        false => current.clone(),
+    let change = |from: &EepromConfig, edits: Vec<EepromEdit>, purpose: String| {
+        let to = from.with_edits(&edits, board)?;
+        Ok::<_, EepromConfigError>((!edits.is_empty() && &to != from).then(|| {
+            let change = EepromChange {
+                edits,
+                config: to.to_text(),
+                diff: diff_files(&file, &file, &from.to_bytes(), &to.to_bytes()),
+                purpose,
+            };
+            (change, to)
+        }))
     };
     let order = current.boot_order(board, false)?;
     let permanent = order.with_first(mode);
     let needs_order = order.first_of(&[mode, BOOT_MODE_SD]) != Some(mode);
-    let handed_over = match (handover, needs_order) {
-        (Handover::BootOrder, true) => base.with_boot_order(permanent)?,
-        _ => base.clone(),
+    // PCIE_PROBE stays: the drive is found at every boot from now on.
+    let probe = wanted
+        .probe
+        .then(|| EepromEdit::PcieProbe(Some("1".into())));
+    let permanent_edit = (wanted.handover == Handover::BootOrder && needs_order)
+        .then_some(EepromEdit::BootOrder(Some(permanent)));
+    let permanent_purpose = |then: &str| {
+        format!(
+            "BOOT_ORDER={permanent}: {} first{then}, the SD card as the fallback",
+            mode_name(mode)
+        )
     };
-    let trial_config = match (route, board) {
-        (Some(TrialRoute::Device), Some(b)) if !b.starts_with("pi5") && !b.starts_with("cm5") => {
-            base.with_trial_order(BootOrder::trial(mode))?
-        }
-        _ => base.clone(),
-    };
-    let purpose_migrate = match (route, probe) {
-        (Some(TrialRoute::Device), _) if trial_config != base => format!(
+    if wanted.route.is_none() {
+        // No trial: the migration hands over at once.
+        let edits: Vec<EepromEdit> = probe.into_iter().chain(permanent_edit).collect();
+        let at_migrate = change(current, edits, permanent_purpose(""))?;
+        return Ok((at_migrate.map(|(c, _)| c), None));
+    }
+    let trial = wanted
+        .trial_order
+        .then(|| EepromEdit::TrialBootOrder(Some(BootOrder::trial(mode))));
+    let purpose = match (&trial, wanted.probe) {
+        (Some(_), probe) => format!(
             "[tryboot] BOOT_ORDER={}: `reboot \"0 tryboot\"` tries {} first, once{}",
             BootOrder::trial(mode),
             mode_name(mode),
@@ -352,34 +491,34 @@ fn changes(
                 ""
             }
         ),
-        (_, true) => "PCIE_PROBE=1: the bootloader looks for the NVMe drive without a HAT+".into(),
-        _ => String::new(),
+        (None, true) => {
+            "PCIE_PROBE=1: the bootloader looks for the NVMe drive without a HAT+".into()
+        }
+        (None, false) => String::new(),
     };
-    Ok(match route {
-        // No trial: the migration hands over at once.
-        None => (
-            change(
-                current,
-                &handed_over,
-                format!(
-                    "BOOT_ORDER={permanent}: {} first, the SD card as the fallback",
-                    mode_name(mode)
-                ),
-            ),
-            None,
+    let had_trial = trial.is_some();
+    let at_migrate = change(current, probe.into_iter().chain(trial).collect(), purpose)?;
+    let after_migrate = at_migrate
+        .as_ref()
+        .map(|(_, to)| to.clone())
+        .unwrap_or_else(|| current.clone());
+    // Nothing of the trial stays in the EEPROM, whichever the hand-over.
+    let untrial = had_trial.then_some(EepromEdit::TrialBootOrder(None));
+    let purpose = match (&permanent_edit, had_trial) {
+        (Some(_), true) => format!(
+            "{}; the trial's [tryboot] BOOT_ORDER taken out",
+            permanent_purpose(" from now on")
         ),
-        Some(_) => (
-            change(current, &trial_config, purpose_migrate),
-            change(
-                &trial_config,
-                &handed_over,
-                format!(
-                    "BOOT_ORDER={permanent}: {} first from now on, the SD card as the fallback",
-                    mode_name(mode)
-                ),
-            ),
-        ),
-    })
+        (Some(_), false) => permanent_purpose(" from now on"),
+        (None, true) => "the trial's [tryboot] BOOT_ORDER taken out: a trial boot follows the normal order again".into(),
+        (None, false) => String::new(),
+    };
+    let at_commit = change(
+        &after_migrate,
+        untrial.into_iter().chain(permanent_edit).collect(),
+        purpose,
+    )?;
+    Ok((at_migrate.map(|(c, _)| c), at_commit.map(|(c, _)| c)))
 }
 
 #[cfg(test)]
@@ -393,18 +532,30 @@ mod tests {
         EepromConfig::parse(text.as_bytes()).unwrap()
     }
 
+    fn wanted(board: &'static str, mode: u8, route: Option<TrialRoute>) -> Wanted<'static> {
+        Wanted {
+            board: Some(board),
+            mode,
+            route,
+            probe: false,
+            trial_order: route == Some(TrialRoute::Device) && !board.starts_with("pi5"),
+            handover: Handover::BootOrder,
+        }
+    }
+
+    fn order(value: u32) -> Option<BootOrder> {
+        Some(BootOrder { value })
+    }
+
     #[test]
     fn a_pi4_device_trial_adds_a_tryboot_order_and_the_handover_the_permanent_one() {
         let (migrate, commit) = changes(
             &config(PI4),
-            Some("pi4"),
-            BOOT_MODE_USB,
-            Some(TrialRoute::Device),
-            false,
-            Handover::BootOrder,
+            &wanted("pi4", BOOT_MODE_USB, Some(TrialRoute::Device)),
         )
         .unwrap();
         let migrate = migrate.unwrap();
+        assert_eq!(migrate.edits, [EepromEdit::TrialBootOrder(order(0xf14))]);
         assert_eq!(
             migrate.config,
             format!("{PI4}[tryboot]\nBOOT_ORDER=0xf14\n")
@@ -416,62 +567,96 @@ mod tests {
         );
         // The hand-over drops the trial section and puts USB first.
         let commit = commit.unwrap();
+        assert_eq!(
+            commit.edits,
+            [
+                EepromEdit::TrialBootOrder(None),
+                EepromEdit::BootOrder(order(0xf14))
+            ]
+        );
         assert_eq!(commit.config, format!("{PI4}BOOT_ORDER=0xf14\n"));
         assert!(commit.diff.contains("-[tryboot]"), "{}", commit.diff);
     }
 
     #[test]
+    fn taking_the_card_out_still_takes_the_trial_order_out_of_the_eeprom() {
+        let mut w = wanted("pi4", BOOT_MODE_USB, Some(TrialRoute::Device));
+        w.handover = Handover::RemoveCard;
+        let (migrate, commit) = changes(&config(PI4), &w).unwrap();
+        assert!(migrate.is_some());
+        let commit = commit.expect("the [tryboot] order goes at the hand-over");
+        assert_eq!(commit.edits, [EepromEdit::TrialBootOrder(None)]);
+        assert_eq!(commit.config, PI4);
+        assert!(commit.purpose.contains("taken out"), "{}", commit.purpose);
+    }
+
+    #[test]
     fn a_pi5_nvme_trial_needs_only_pcie_probe_and_hands_over_nvme_first() {
-        let (migrate, commit) = changes(
-            &config(PI5),
-            Some("pi5"),
-            BOOT_MODE_NVME,
-            Some(TrialRoute::Device),
-            true,
-            Handover::BootOrder,
-        )
-        .unwrap();
-        assert_eq!(migrate.unwrap().config, format!("{PI5}PCIE_PROBE=1\n"));
+        let mut w = wanted("pi5", BOOT_MODE_NVME, Some(TrialRoute::Device));
+        w.probe = true;
+        let (migrate, commit) = changes(&config(PI5), &w).unwrap();
+        let migrate = migrate.unwrap();
+        assert_eq!(migrate.edits, [EepromEdit::PcieProbe(Some("1".into()))]);
+        assert_eq!(migrate.config, format!("{PI5}PCIE_PROBE=1\n"));
+        let commit = commit.unwrap();
+        assert_eq!(commit.edits, [EepromEdit::BootOrder(order(0xf416))]);
         assert_eq!(
-            commit.unwrap().config,
+            commit.config,
             format!("{}PCIE_PROBE=1\n", PI5.replace("0xf461", "0xf416"))
         );
-        // Taking the card out changes nothing at the hand-over.
-        let (_, commit) = changes(
-            &config(PI5),
-            Some("pi5"),
-            BOOT_MODE_NVME,
-            Some(TrialRoute::Device),
-            false,
-            Handover::RemoveCard,
-        )
-        .unwrap();
+        // Taking the card out changes nothing at the hand-over: a Pi 5's
+        // trial left nothing in the EEPROM.
+        w.handover = Handover::RemoveCard;
+        let (_, commit) = changes(&config(PI5), &w).unwrap();
         assert!(commit.is_none());
     }
 
     #[test]
     fn without_a_trial_the_migration_hands_over_and_an_order_already_right_is_left() {
-        let (migrate, commit) = changes(
-            &config(PI4),
-            Some("pi4"),
-            BOOT_MODE_USB,
-            None,
-            false,
-            Handover::BootOrder,
-        )
-        .unwrap();
+        let (migrate, commit) = changes(&config(PI4), &wanted("pi4", BOOT_MODE_USB, None)).unwrap();
         assert_eq!(migrate.unwrap().config, format!("{PI4}BOOT_ORDER=0xf14\n"));
         assert!(commit.is_none());
         let usb_first = format!("{PI4}BOOT_ORDER=0xf14\n");
         let (migrate, commit) = changes(
             &config(&usb_first),
-            Some("pi4"),
-            BOOT_MODE_USB,
-            Some(TrialRoute::KernelFromSd),
-            false,
-            Handover::BootOrder,
+            &wanted("pi4", BOOT_MODE_USB, Some(TrialRoute::KernelFromSd)),
         )
         .unwrap();
         assert!(migrate.is_none() && commit.is_none());
+    }
+
+    #[test]
+    fn a_board_filtered_order_is_read_and_changed_where_the_pi_reads_it() {
+        // [all] says USB first, but a Pi 4 follows its own section: SD first.
+        let filtered = "[all]\nBOOT_ORDER=0xf14\n[pi4]\nBOOT_ORDER=0xf41\n";
+        let (_, commit) = changes(
+            &config(filtered),
+            &wanted("pi4", BOOT_MODE_USB, Some(TrialRoute::KernelFromSd)),
+        )
+        .unwrap();
+        let commit = commit.expect("the Pi 4's own order tries the SD card first");
+        assert_eq!(
+            commit.config,
+            "[all]\nBOOT_ORDER=0xf14\n[pi4]\nBOOT_ORDER=0xf14\n"
+        );
+        // A CM4 reads [pi4] too.
+        let cm4 = "[all]\nBOOT_ORDER=0xf41\n[cm4]\nBOOT_ORDER=0xf61\n";
+        let (_, commit) = changes(
+            &config(cm4),
+            &wanted("cm4", BOOT_MODE_NVME, Some(TrialRoute::KernelFromSd)),
+        )
+        .unwrap();
+        assert_eq!(
+            commit.unwrap().config,
+            "[all]\nBOOT_ORDER=0xf41\n[cm4]\nBOOT_ORDER=0xf16\n"
+        );
+        // An order under a filter pimigrate cannot evaluate is refused.
+        let serial = "[all]\nBOOT_ORDER=0xf41\n[0x1234abcd]\nBOOT_ORDER=0xf14\n";
+        let err = changes(
+            &config(serial),
+            &wanted("pi4", BOOT_MODE_USB, Some(TrialRoute::Device)),
+        )
+        .unwrap_err();
+        assert_eq!(config_refusal(&err).code, "bootloader-order-conditional");
     }
 }

@@ -126,10 +126,10 @@ pub(super) fn boot_order_advice(
                 wanted
             )
         };
-        (Some(wanted.to_string()), message)
+        (Some(wanted), message)
     };
     Some(BootOrderAdvice {
-        current: Some(order.to_string()),
+        current: Some(*order),
         needed,
         message,
     })

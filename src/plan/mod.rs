@@ -30,6 +30,7 @@ pub use planner::{plan, plan_with_progress};
 pub use refusal::{Reason, Refusal};
 pub use target::identity;
 
+use crate::bootcfg::eeprom::{BootOrder, EepromEdit};
 use crate::bootcfg::DeviceSpec;
 use crate::space::SpaceCheck;
 use crate::system::disks::Transport;
@@ -273,8 +274,8 @@ pub struct TrialBoot {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BootOrderAdvice {
-    pub current: Option<String>,
-    pub needed: Option<String>,
+    pub current: Option<BootOrder>,
+    pub needed: Option<BootOrder>,
     pub message: String,
 }
 
@@ -318,12 +319,28 @@ pub enum EepromTakesEffect {
 /// `rpi-eeprom-config --apply`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EepromChange {
-    /// The whole config to apply.
+    /// The settings changed, each where the bootloader reads it; made on
+    /// the config that is in the EEPROM when the change is made.
+    #[serde(default)]
+    pub edits: Vec<EepromEdit>,
+    /// The whole config with the edits, as the plan's config reads.
     pub config: String,
     /// From the config before it, as a diff.
     pub diff: String,
     /// What the change is for, in a line.
     pub purpose: String,
+}
+
+/// Where the plan read the bootloader's config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EepromSource {
+    /// The config the bootloader started with (`rpi-eeprom-config`).
+    #[default]
+    Running,
+    /// An update staged for the next boot (`pieeprom.upd` with
+    /// `recovery.bin`), which the EEPROM holds from then on.
+    Staged,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -337,14 +354,21 @@ pub struct BootloaderPlan {
     pub target_mode: u8,
     /// Pi 5: the one-shot order `set_reboot_order` sets for the trial.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reboot_order: Option<String>,
-    /// The bootloader's config as `rpi-eeprom-config` printed it.
+    pub reboot_order: Option<BootOrder>,
+    /// The bootloader's config the changes are planned on.
     pub current: Option<String>,
+    /// Where `current` was read.
+    #[serde(default)]
+    pub current_from: EepromSource,
+    /// The image the changes are built on (none without changes to make).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<crate::system::bootloader::EepromBase>,
     /// The migration's change, before the trial (a `[tryboot]` order,
     /// `PCIE_PROBE=1`; without a trial, the permanent order).
     pub at_migrate: Option<EepromChange>,
     pub handover: Handover,
-    /// The hand-over's change (the permanent order), when it needs one.
+    /// The hand-over's change, when it needs one: the permanent order,
+    /// and the trial's `[tryboot]` order gone.
     pub at_commit: Option<EepromChange>,
     /// The changes are made (`--boot-order apply`, or yes in the wizard);
     /// otherwise they are only shown.

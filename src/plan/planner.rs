@@ -216,14 +216,7 @@ fn check_request<'a>(
     let (kind, table_reason) = choose_table(system, target, options)
         .map_err(|reason| reasons.push(reason))
         .ok()?;
-    let bootloader = bootloader::decide(
-        system,
-        options,
-        target,
-        source.as_ref().map(|s| s.boot_dir),
-        trial,
-        reasons,
-    );
+    let bootloader = bootloader::decide(system, options, target, trial, reasons);
     let trial = match options.layout {
         Layout::Full => bootloader.route.is_some(),
         Layout::RootOnly => trial,

@@ -3,6 +3,7 @@
 //! section says only what is true there: no text is patched afterwards.
 
 use super::*;
+use crate::system::bootloader::EepromBase;
 use crate::system::probe::TableKind;
 use crate::units::{binary, human_bytes};
 use std::fmt::Write;
@@ -88,6 +89,28 @@ fn bootloader_section(out: &mut String, bootloader: &BootloaderPlan, purpose: Pu
             super::bootloader::SET_REBOOT_ORDER_TAG
         );
     }
+    if bootloader.current_from == EepromSource::Staged {
+        let _ = writeln!(
+            out,
+            "  The config shown is the update staged for the next boot (pieeprom.upd): the one the EEPROM holds from then on."
+        );
+    }
+    if let (true, Some(base)) = (bootloader.consent, &bootloader.base) {
+        let day = crate::clock::day;
+        let line = match base {
+            EepromBase::Staged { .. } => "the changes are built on the staged update, its bootloader and config".to_string(),
+            EepromBase::Flash => "the changes are built on the EEPROM's own image, read back with flashrom: the same bootloader".to_string(),
+            EepromBase::Release { image, built } => format!(
+                "the changes are built on {} (built {}), never older than the bootloader in the EEPROM",
+                image.display(),
+                day(*built)
+            ),
+        };
+        let _ = writeln!(
+            out,
+            "  Only the settings below change, on the config in the EEPROM when they are made; {line}."
+        );
+    }
     let when = match bootloader.takes_effect {
         EepromTakesEffect::NextReboot => {
             "staged on the SD card's boot partition by rpi-eeprom-update; recovery.bin writes it at the next reboot, which then starts as before"
@@ -116,7 +139,10 @@ fn bootloader_section(out: &mut String, bootloader: &BootloaderPlan, purpose: Pu
     let handover = match (bootloader.handover, bootloader.at_commit.is_some()) {
         (Handover::BootOrder, true) => "Hand-over: `verify --commit` sets the boot order above; the SD card stays in as the fallback",
         (Handover::BootOrder, false) => "Hand-over: the boot order already starts the new drive first; the SD card stays in as the fallback",
-        (Handover::RemoveCard, _) => {
+        (Handover::RemoveCard, true) => {
+            "Hand-over: `verify --commit` takes the trial's order out of the bootloader's config; then shut down and take the SD card out"
+        }
+        (Handover::RemoveCard, false) => {
             "Hand-over: after `verify --commit`, shut down and take the SD card out; the bootloader's order is left as it is"
         }
     };
@@ -124,7 +150,8 @@ fn bootloader_section(out: &mut String, bootloader: &BootloaderPlan, purpose: Pu
     if bootloader.consent {
         let _ = writeln!(
             out,
-            "  The config as it is now is kept in the journal; `pimigrate rollback` puts it back."
+            "  Each change is read back (the staged pieeprom.upd, or the EEPROM) before the next step; the config as it \
+             is now is kept in the journal, and `pimigrate rollback` puts the settings changed back."
         );
     }
 }

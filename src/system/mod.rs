@@ -1,5 +1,6 @@
 //! What is true about this machine: read-only.
 
+pub mod bootloader;
 pub mod disks;
 pub mod listing;
 pub mod mounts;
@@ -39,8 +40,15 @@ impl System {
             include_virtual: true,
         };
         let mut disks = disks::list_disks(host, &mounts, &swaps, options)?;
-        let pi = pi::detect(host);
+        let mut pi = pi::detect(host);
         let source = Source::inspect(host, &mounts, &pi);
+        if pi.eeprom_bootloader {
+            pi.eeprom = bootloader::read(
+                host,
+                source.boot_dir.as_deref(),
+                pi.family == pi::PiFamily::Pi5,
+            );
+        }
         let source_used_bytes = usage::used_bytes(host, &mounts);
         let minimum = source_used_bytes.map(crate::space::minimum_root_partition_bytes);
         assign_roles(&mut disks, &source, minimum);

@@ -94,6 +94,10 @@ pub struct PiInfo {
     /// (`chosen/bootloader/boot-mode`: 1 SD, 4 USB, 6 NVMe).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub boot_mode: Option<u32>,
+    /// An update staged for the next boot, the release images, how
+    /// rpi-eeprom-update writes (read once the boot partition is known).
+    #[serde(skip)]
+    pub eeprom: super::bootloader::EepromFacts,
 }
 
 impl PiFamily {
@@ -220,6 +224,7 @@ pub fn detect(host: &Host) -> PiInfo {
         boot_mode: read_dt_u32(host, "chosen/bootloader/boot-mode"),
         eeprom_config,
         model,
+        eeprom: Default::default(),
     }
 }
 

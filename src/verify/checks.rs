@@ -65,8 +65,8 @@ fn boot_mode(system: &System, expected: &Expected) -> Option<Check> {
 }
 
 /// A full move that changed the bootloader's config: the running config
-/// (`rpi-eeprom-config`, read back) is the one the migration, or after
-/// the hand-over the commit, set.
+/// (`rpi-eeprom-config`, read back) reads the settings the migration, or
+/// after the hand-over the commit, set.
 fn bootloader_config(system: &System, expected: &Expected) -> Option<Check> {
     const CODE: &str = "bootloader-config";
     let plan = expected.bootloader.as_ref().filter(|b| b.consent)?;
@@ -84,7 +84,16 @@ fn bootloader_config(system: &System, expected: &Expected) -> Option<Check> {
             .hint("install rpi-eeprom (sudo apt install rpi-eeprom) and run `rpi-eeprom-config`"),
         );
     };
-    if crate::bootcfg::eeprom::same_config(running, &wanted.config) {
+    // The settings the change made, as this board reads them; a change
+    // journaled before it named them: the whole config.
+    let reads = match wanted.edits.is_empty() {
+        true => crate::bootcfg::eeprom::same_config(running, &wanted.config),
+        false => crate::bootcfg::EepromConfig::parse(running.as_bytes())
+            .ok()
+            .and_then(|c| c.reads_all(&wanted.edits, system.pi.config_filter).ok())
+            .unwrap_or(false),
+    };
+    if reads {
         return Some(Check::pass(
             CODE,
             format!(

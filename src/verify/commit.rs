@@ -127,39 +127,15 @@ pub fn commit_full(
 ) -> Result<Vec<String>> {
     let mut done = Vec::new();
     let bootloader = expected.bootloader.as_ref();
-    let change = bootloader
-        .filter(|b| b.consent && b.handover == Handover::BootOrder)
-        .and_then(|b| b.at_commit.as_ref().map(|c| (b, c)));
-    if let Some((bootloader, change)) = change {
-        let running = system.pi.eeprom_config.as_deref();
-        if running
-            .is_some_and(|running| crate::bootcfg::eeprom::same_config(running, &change.config))
-        {
-            done.push(format!("the bootloader already has {}", change.purpose));
-        } else {
-            // A Pi 4's update is staged where its boot ROM runs recovery.bin:
-            // the SD card's boot partition.
-            let sd_boot;
-            let bootfs = match bootloader.takes_effect {
-                EepromTakesEffect::NextReboot => {
-                    sd_boot = SdBoot::open(system, journal)?;
-                    sd_boot.dir().to_path_buf()
-                }
-                EepromTakesEffect::AtOnce => expected.boot_dir.clone(),
-            };
-            let bootfs = system.host.path(&bootfs);
-            bootloader::apply_config(&change.config, &bootfs)?;
-            crate::apply::atomic::sync_filesystem(&bootfs)?;
-            crate::failpoint::hit("commit-after-bootloader");
-            done.push(match bootloader.takes_effect {
-                EepromTakesEffect::NextReboot => format!(
-                    "{} is staged on the SD card's boot partition: the bootloader writes it at the next reboot \
-                     (recovery.bin) and then starts the new drive",
-                    change.purpose
-                ),
-                EepromTakesEffect::AtOnce => format!("the bootloader now has {}", change.purpose),
-            });
-        }
+    // The hand-over's change (the permanent order, the trial's [tryboot]
+    // order gone), on the config in the EEPROM now, read back.
+    if let Some(change) = bootloader
+        .filter(|b| b.consent)
+        .and_then(|b| b.at_commit.as_ref())
+    {
+        let (_, line) = bootloader::make(system, journal, change)?;
+        crate::failpoint::hit("commit-after-bootloader");
+        done.push(line);
     }
     if let Some(trial) = &expected.trial {
         let files = match trial.site {
@@ -181,10 +157,17 @@ pub fn commit_full(
     }
     journal.committed = Some(crate::clock::now());
     journal.save(state_dir)?;
+    let staged_cleanup = bootloader.is_some_and(|b| {
+        b.consent && b.at_commit.is_some() && b.takes_effect == EepromTakesEffect::NextReboot
+    });
     done.push(match bootloader.map(|b| b.handover) {
         Some(Handover::BootOrder) => {
             "the SD card stays in as the fallback: the bootloader tries it when the new drive does not boot".into()
         }
+        _ if staged_cleanup => "reboot once with the SD card still in, so the bootloader writes its config \
+              (recovery.bin; the SD card's old system comes up), then shut down, take the SD card out and power on: \
+              the bootloader then starts the new drive (keep the card: putting it back boots the old system)"
+            .into(),
         _ => "shut down, take the SD card out and power on: the bootloader then starts the new drive \
               (keep the card: putting it back boots the old system)"
             .into(),

@@ -17,7 +17,8 @@
 //! command line's panic=) and the SD card boots, where `verify` says the
 //! trial did not come up and nothing was committed; mended, the second
 //! trial commits (the permanent order flashed), and a normal boot comes up
-//! on the NVMe drive with the card still in.
+//! on the NVMe drive with the card still in, where `rollback` flashes the
+//! EEPROM's own settings back.
 
 use super::pimigrate_bin::{self, JOURNAL_FACTS};
 use super::setup::{fact, Rig, Setup};
@@ -354,6 +355,11 @@ pub fn pi5(images: &ImageSet) -> Result<()> {
         .build()?;
     pi.play(Model::Pi5)?;
     pi.raspberry_pi_os_tools()?;
+    let released = pi
+        .bootloader()
+        .context("a Pi 5 has its bootloader")?
+        .config()
+        .to_string();
     let nvme = pi.disk("nvme")?.image.clone();
     let scratch = pi.work.join("fat-snapshot");
     ensure!(
@@ -453,14 +459,38 @@ pub fn pi5(images: &ImageSet) -> Result<()> {
     );
     trial_files_on(&nvme, &scratch, &root_partuuid, false)?;
 
-    // Boot 5: a normal boot starts the NVMe drive with the SD card in.
-    let job = format!("{TB}\n{PROBE}{}", verify(""));
+    // Boot 5: a normal boot starts the NVMe drive with the SD card in;
+    // then rollback flashes the settings the migration changed back (read
+    // back from the EEPROM, not from the config this boot started with).
+    let job = format!(
+        "{TB}\n{PROBE}{}\"$tb\" pimigrate rollback --yes > \"$TESTBED/out/rollback.txt\"\n",
+        verify("")
+    );
     let boot = pi.run(&job, After::PowerOff)?;
     booted(&boot, "nvme", "config.txt")?;
     let f = facts(&boot.job_ok()?.stdout);
     expect_fact(&f, "verify_status", "0")?;
     expect_fact(&f, "root", &format!("{target}2"))?;
     passed(&verify_json(&pi)?, "bootloader-config")?;
+    let rollback = std::fs::read_to_string(pi.share().dir.join("out/rollback.txt"))?;
+    ensure!(
+        rollback.contains("read back from its EEPROM"),
+        "rollback said: {rollback}"
+    );
+    let bootloader = pi.bootloader().context("a Pi 5 has its bootloader")?;
+    ensure!(
+        BootConf::parse(bootloader.config()) == BootConf::parse(&released),
+        "the bootloader's config after rollback:\n{}\nbefore the migration:\n{released}",
+        bootloader.config()
+    );
+    // rpi-eeprom-update's files went to the SD card, never to the NVMe
+    // drive, and are gone once flashed.
+    let nvme_files = boot_files(&nvme, &scratch)?;
+    ensure!(
+        UPDATE_FILES.iter().all(|f| !nvme_files.contains_key(*f)),
+        "bootloader update files on the NVMe drive: {:?}",
+        nvme_files.keys()
+    );
     Ok(())
 }
 

@@ -87,7 +87,7 @@ pub fn all() -> Vec<Scenario> {
         },
         Scenario {
             name: "pi5-nvme-trial",
-            about: "a Pi 5 without a HAT+: migrate --layout full --boot-order apply to NVMe flashes PCIE_PROBE=1, the trial through set_reboot_order; with the new root broken on purpose the trial resets (panic=10) and the SD card boots, verify says it did not come up, nothing committed; mended, the trial commits BOOT_ORDER=0xf416 and a normal boot comes up on NVMe with the card in",
+            about: "a Pi 5 without a HAT+: migrate --layout full --boot-order apply to NVMe flashes PCIE_PROBE=1, the trial through set_reboot_order; with the new root broken on purpose the trial resets (panic=10) and the SD card boots, verify says it did not come up, nothing committed; mended, the trial commits BOOT_ORDER=0xf416 and a normal boot comes up on NVMe with the card in, where rollback flashes the EEPROM's own settings back (read back from the flash), no update file ever on the NVMe drive",
             run: full_move::pi5,
             alone: false,
             arm: false,
