@@ -8,7 +8,7 @@
 
 use crate::common;
 
-use common::migration::MigrationRig;
+use common::standby::{setup, SyncRig};
 use common::*;
 use serde_json::Value;
 use std::os::unix::process::ExitStatusExt;
@@ -26,21 +26,6 @@ fn points() -> Vec<&'static str> {
         .copied()
         .filter(|p| !p.starts_with("boot-tree-"))
         .collect()
-}
-
-fn rig() -> MigrationRig {
-    MigrationRig::alone(|tree| {
-        std::fs::create_dir_all(tree.join("etc/default")).unwrap();
-        std::fs::write(
-            tree.join("etc/default/raspi-firmware"),
-            format!("# Debian's raspi-firmware\nROOTPART={RUNNING_ROOT}\n"),
-        )
-        .unwrap();
-        std::fs::create_dir_all(tree.join("srv/data")).unwrap();
-        for i in 0..200 {
-            std::fs::write(tree.join(format!("srv/data/f{i}")), vec![b'x'; 8192]).unwrap();
-        }
-    })
 }
 
 /// The first partition's start on the rig's disk, once it has a table.
@@ -70,7 +55,7 @@ fn a_first_sync_killed_anywhere_never_names_the_running_root_and_the_next_comple
         return;
     }
     for point in points() {
-        let rig = rig();
+        let SyncRig { rig, _sd, _turn } = setup();
         let cut = rig.run(
             &["--json", "sync", "--to", &rig.device, "--yes"],
             Some(point),

@@ -9,75 +9,12 @@
 use crate::common;
 
 use common::migration::MigrationRig;
+use common::standby::{setup, SyncRig};
 use common::*;
 use serde_json::Value;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::Command;
-
-/// The kernel version the tree's boot partition starts and has modules of.
-const KERNEL: &str = "6.6.51-test-v8";
-
-/// The rig (its 1 GiB loop disk is the standby) and the "SD card" whose
-/// boot partition the tree's fstab names (MBR signature 6c586e13), so
-/// that the standby's fstab boot line names one attached device.
-struct SyncRig {
-    rig: MigrationRig,
-    _sd: LoopDisk,
-    /// Two "SD cards" with one signature at once would be the very
-    /// duplicate ids the checks refuse: these tests take turns.
-    _turn: std::sync::MutexGuard<'static, ()>,
-}
-
-static SD_CARD: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn setup() -> SyncRig {
-    let turn = SD_CARD.lock().unwrap_or_else(|e| e.into_inner());
-    let rig = MigrationRig::alone(|tree| {
-        let boot = tree.join("boot/firmware");
-        let mut kernel = vec![0u8; 4096];
-        kernel.extend_from_slice(format!("Linux version {KERNEL} (builder@pi) #1 SMP").as_bytes());
-        std::fs::write(boot.join("kernel8.img"), kernel).unwrap();
-        std::fs::write(boot.join("initramfs8"), b"initramfs").unwrap();
-        std::fs::create_dir_all(tree.join("usr/lib/modules").join(KERNEL).join("kernel")).unwrap();
-        std::fs::create_dir_all(tree.join("var/lib/pimigrate")).unwrap();
-        std::fs::create_dir_all(tree.join("srv/data/deep")).unwrap();
-        for i in 0..40 {
-            std::fs::write(
-                tree.join(format!("srv/data/file-{i}")),
-                format!("content {i}\n"),
-            )
-            .unwrap();
-        }
-        std::fs::write(tree.join("srv/data/deep/mode-only"), "same bytes\n").unwrap();
-        std::fs::write(tree.join("srv/data/deep/xattr-only"), "same bytes\n").unwrap();
-    });
-    let sd = LoopDisk::with(
-        64 << 20,
-        |image| {
-            let mut sfdisk = Command::new("sfdisk")
-                .arg("-q")
-                .arg(image)
-                .stdin(std::process::Stdio::piped())
-                .spawn()
-                .expect("sfdisk (fdisk) is required");
-            use std::io::Write;
-            sfdisk
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(b"label: dos\nlabel-id: 0x6c586e13\n8192,65536,c\n")
-                .unwrap();
-            assert!(sfdisk.wait().unwrap().success());
-        },
-        false,
-    );
-    SyncRig {
-        rig,
-        _sd: sd,
-        _turn: turn,
-    }
-}
 
 fn synced(output: &std::process::Output) -> Value {
     let value = succeeded(output, "sync");
@@ -92,8 +29,8 @@ fn record(rig: &MigrationRig) -> Value {
 }
 
 /// What rsync (the reference) would still change on the standby, but for
-/// what a sync changes there on purpose: its fstab (its own ids), its own
-/// record, and the boot files, which are on the shared boot partition, and
+/// what a sync changes there on purpose: its fstab and ROOTPART (its own
+/// ids), its own record, and the boot files, which are on the shared boot partition, and
 /// what it leaves out as migrate does (the swap file, /tmp's contents).
 fn differences(tree: &Path, standby: &Path, checksum: bool) -> Vec<String> {
     let flags = if checksum { "-naHAXc" } else { "-naHAX" };
@@ -111,6 +48,7 @@ fn differences(tree: &Path, standby: &Path, checksum: bool) -> Vec<String> {
                 || path.starts_with("tmp/")
                 || [
                     "etc/fstab",
+                    "etc/default/raspi-firmware",
                     "var/swap",
                     "var/lib/pimigrate/",
                     "var/lib/pimigrate/standby.json",

@@ -11,6 +11,7 @@ use super::record::StandbyRecord;
 use super::standby::{self, Found, Standby, StandbyPart};
 use super::superblock;
 use crate::apply::journal::Journal;
+use crate::bootcfg::DeviceSpec;
 use crate::clock::now;
 use crate::plan::boot_layout::demands;
 use crate::plan::edits::{boot_relative, file_edit, EditTarget};
@@ -388,7 +389,12 @@ fn check_existing(system: &System, standby: &Standby) -> Vec<Reason> {
 /// kernel or systemd pick either disk.
 fn shared_ids(system: &System, standby: &Standby) -> Vec<Reason> {
     let disks = standby::other_disks(&system.disks, &standby.disk);
-    id_uses(standby.specs(), &disks)
+    // The ids its files name (labels repeat on every card of a distribution).
+    let named = standby
+        .specs()
+        .into_iter()
+        .filter(|spec| !matches!(spec, DeviceSpec::Label(_)));
+    id_uses(named, &disks)
         .into_iter()
         .filter(|u| u.devices.len() > 1)
         .map(|u| {

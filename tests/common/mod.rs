@@ -3,6 +3,7 @@
 
 pub mod migration;
 pub mod raspi_firmware;
+pub mod standby;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

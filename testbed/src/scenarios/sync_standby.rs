@@ -207,6 +207,17 @@ echo "sync2_bootable=$(jq -r .bootable "$TESTBED/out/sync-2.json")"
 echo "after_sync=$(pimigrate --json devices | jq -r .standby.state)"
 echo "standby_line=$(pimigrate devices | grep 'standby on')"
 echo "new_sum=$(sha256sum < "$t/new.txt" | cut -c1-16)"
+# A boot file changed, and a sync cut in the standby's boot tree, just
+# after a file was renamed into place: the card's own cmdline.txt still
+# names the card's root (the copy leaves it out, the sync writes it).
+echo '# changed by the testbed' >> /boot/firmware/config.txt
+PIMIGRATE_FAILPOINT=boot-tree-after-rename pimigrate sync --yes > /dev/null 2>&1 && st=0 || st=$?
+echo "boot_cut_status=$st"
+m=$(mktemp -d)
+mount -o ro /dev/mmcblk0p1 "$m" && echo "boot_cut_root=$(grep -o 'root=[^ ]*' "$m/cmdline.txt")"
+umount "$m" || true
+pimigrate --json sync --yes > "$TESTBED/out/sync-3.json" 2> "$TESTBED/out/sync-3.err" && st=0 || st=$?
+echo "sync3_status=$st"
 {IDS_UNIQUE}
 "#
     );
@@ -242,6 +253,9 @@ echo "new_sum=$(sha256sum < "$t/new.txt" | cut -c1-16)"
         line.contains("/dev/mmcblk0: synced") && line.ends_with("bootable"),
         "devices says: {line:?}"
     );
+    expect_fact(&f, "boot_cut_status", "137").with_context(say)?;
+    expect_fact(&f, "boot_cut_root", &format!("root=PARTUUID={SD_ROOT}"))?;
+    expect_fact(&f, "sync3_status", "0").with_context(say)?;
     ensure!(
         fact(&f, "root_partuuid")? != SD_ROOT,
         "the SSD's root carries the SD card's PARTUUID"
