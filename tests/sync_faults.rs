@@ -74,7 +74,7 @@ fn a_first_sync_killed_anywhere_never_names_the_running_root_and_the_next_comple
             assert_ne!(record["state"], "complete", "{point}: not complete yet");
         }
         if let Some(start) = root_start(&rig.image).filter(|&s| has_ext4(&rig.image, s)) {
-            rig.inspect_partition(start, |root| {
+            rig.inspect_after_a_cut(start, |root| {
                 for file in ["etc/fstab", "etc/default/raspi-firmware"] {
                     if let Ok(text) = std::fs::read_to_string(root.join(file)) {
                         assert!(

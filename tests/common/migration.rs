@@ -102,10 +102,21 @@ impl MigrationRig {
     /// only, by its offset (this kernel may have no partition devices) and
     /// runs `check` on it.
     pub fn inspect_partition(&self, start_sector: u64, check: impl FnOnce(&Path)) {
+        self.inspect_with(start_sector, "ro", check)
+    }
+
+    /// [`MigrationRig::inspect_partition`] for a filesystem a killed run
+    /// left mounted: as a power cut would leave it on the disk, its
+    /// journal not replayed (`noload`).
+    pub fn inspect_after_a_cut(&self, start_sector: u64, check: impl FnOnce(&Path)) {
+        self.inspect_with(start_sector, "ro,noload", check)
+    }
+
+    fn inspect_with(&self, start_sector: u64, options: &str, check: impl FnOnce(&Path)) {
         let part = Loop::attach(&self.image, Some(start_sector * 512), true);
         let mnt = tempfile::tempdir().unwrap();
         assert!(Command::new("mount")
-            .args(["-o", "ro", &part.device])
+            .args(["-o", options, &part.device])
             .arg(mnt.path())
             .status()
             .unwrap()
