@@ -43,30 +43,10 @@ fn planned_partuuid(run: &MigrationRig) -> String {
 /// sees the other's leftovers.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Everything in the source tree but its boot directory: path, metadata, bytes.
-fn source_snapshot(root: &Path) -> Vec<(PathBuf, u32, u64, Vec<u8>)> {
-    use std::os::unix::fs::MetadataExt;
-    let mut entries: Vec<_> = walkdir::WalkDir::new(root)
-        .into_iter()
-        .map(|e| e.unwrap())
-        .filter(|e| !e.path().starts_with(root.join("boot")))
-        .map(|e| {
-            let meta = e.path().symlink_metadata().unwrap();
-            let bytes = if meta.is_file() {
-                std::fs::read(e.path()).unwrap()
-            } else {
-                Vec::new()
-            };
-            (
-                e.path().to_path_buf(),
-                meta.mode(),
-                meta.mtime() as u64,
-                bytes,
-            )
-        })
-        .collect();
-    entries.sort();
-    entries
+/// Everything in the source tree but its boot directory.
+fn source_snapshot(root: &Path) -> Vec<(PathBuf, u32, i64, i64, Vec<u8>)> {
+    let boot = root.join("boot");
+    snapshot(root, |path| path.starts_with(&boot))
 }
 
 fn killed(output: &std::process::Output) -> bool {

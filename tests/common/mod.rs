@@ -255,3 +255,34 @@ pub fn assert_first_mib_blank(image: &Path) {
         image.display()
     );
 }
+
+/// Every entry below `dir` but those `skip` names: path, mode, mtime,
+/// ctime and a regular file's bytes, sorted; for "nothing here changed".
+pub fn snapshot(
+    dir: &Path,
+    skip: impl Fn(&Path) -> bool,
+) -> Vec<(PathBuf, u32, i64, i64, Vec<u8>)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut entries: Vec<_> = walkdir::WalkDir::new(dir)
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| !skip(e.path()))
+        .map(|e| {
+            let meta = e.path().symlink_metadata().unwrap();
+            let bytes = if meta.is_file() {
+                std::fs::read(e.path()).unwrap()
+            } else {
+                Vec::new()
+            };
+            (
+                e.path().to_path_buf(),
+                meta.mode(),
+                meta.mtime(),
+                meta.ctime(),
+                bytes,
+            )
+        })
+        .collect();
+    entries.sort();
+    entries
+}
