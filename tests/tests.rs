@@ -30,6 +30,7 @@ mod recommend_blank; // the blank-drive question on real loop devices
 mod root_first; // the binary as a normal user: sudo said first
 mod scan_live; // the source scan across mount points
 mod sync_host; // sync: first layout, incremental runs, a kill midway, refusals
+mod sync_timer; // the sync timer's drop-ins as systemd reads them
 mod verify_bench_host; // before/after on real benchmark runs
 
 // In a terminal (tmux).
