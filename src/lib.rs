@@ -13,6 +13,7 @@ pub mod copy;
 pub mod exit;
 pub mod failpoint;
 pub mod host;
+pub mod package_docs;
 pub mod plan;
 pub mod privilege;
 pub mod recommend;
