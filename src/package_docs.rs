@@ -220,11 +220,8 @@ fn local_target(page: &Path, target: &str) -> Option<PathBuf> {
     {
         match part {
             Component::Normal(p) => out.push(p),
-            Component::ParentDir => {
-                if !out.pop() {
-                    return None; // outside the repository
-                }
-            }
+            // Above the repository's top: not one of its files.
+            Component::ParentDir if !out.pop() => return None,
             _ => {}
         }
     }
