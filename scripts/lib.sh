@@ -210,8 +210,8 @@ highest_glibc() {
 # package: the host's apt sources never gain backports). Bookworm's own
 # qemu-user (7.2) now and then deadlocks a process that a multithreaded
 # emulated program forks: the child waits for ever on a lock another
-# thread held at the fork, before its exec. QEMU 8.1 and later take their
-# locks around fork (the test binaries fork pimigrate, which forks mkfs).
+# thread held at the fork, before its exec (the test binaries fork
+# pimigrate, which forks mkfs); QEMU 10 takes its locks around a fork.
 qemu_user_dir=$build_cache/qemu-user10
 qemu_user_package=qemu-user/bookworm-backports
 
