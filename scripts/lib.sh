@@ -279,14 +279,20 @@ qemu_user_version() {
 # foreign ARCH); prints its path.
 ensure_pi_root() {
     local arch=$1 extra=${2:+,$2} root=$build_cache/bookworm-$1${2:+-${2//,/-}}
-    if [[ ! -f $root/.pimigrate-ready ]]; then
-        ensure_packages debootstrap=debootstrap
-        say "creating a Debian bookworm $arch root in $root (once)"
-        rm -rf "$root"
-        debootstrap --variant=minbase --arch="$arch" --include="e2fsprogs,dosfstools$extra" bookworm "$root" >&2 \
-            || die "debootstrap --arch=$arch bookworm failed (see above)"
-        touch "$root/.pimigrate-ready"
-    fi
+    mkdir -p "$build_cache"
+    # One maker at a time: two runs that both found no root (two checkouts'
+    # check-deb.sh) each emptied it under the other's debootstrap.
+    (
+        flock 9
+        if [[ ! -f $root/.pimigrate-ready ]]; then
+            ensure_packages debootstrap=debootstrap
+            say "creating a Debian bookworm $arch root in $root (once)"
+            rm -rf "$root"
+            debootstrap --variant=minbase --arch="$arch" --include="e2fsprogs,dosfstools$extra" bookworm "$root" >&2 \
+                || die "debootstrap --arch=$arch bookworm failed (see above)"
+            touch "$root/.pimigrate-ready"
+        fi
+    ) 9>"$root.lock" || return 1
     echo "$root"
 }
 
