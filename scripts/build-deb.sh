@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Builds the Debian package: target/debian/pimigrate_<version>-1_<arch>.deb
+# Builds the Debian package: target/debian/pimigrate_<version>-<revision>_<arch>.deb
+# (the version and the Debian revision from Cargo.toml; what the package
+# holds besides the program comes from packaging/deb/ and
+# examples/gen-assets.rs; docs/packaging.md).
 #
 #   scripts/build-deb.sh                # this machine's architecture
 #   scripts/build-deb.sh --arch arm64   # 64-bit Raspberry Pi OS (Pi 3, 4, 5, Zero 2 W)
@@ -23,6 +26,8 @@ cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
 host_arch=$(dpkg --print-architecture 2>/dev/null || echo unknown)
+# The package's version: Cargo.toml's, then its Debian revision.
+deb_version=$(sed -nE 's/^version = "([^"]+)"/\1/p' Cargo.toml | head -1)-$(sed -nE 's/^revision = "([^"]+)"/\1/p' Cargo.toml | head -1)
 arch=$host_arch
 args=() binary_only=no
 while [[ $# -gt 0 ]]; do
@@ -34,12 +39,20 @@ while [[ $# -gt 0 ]]; do
     esac
 done
 
+# add_md5sums TREE: DEBIAN/md5sums for an unpacked package (cargo-deb
+# writes none; debsums and dpkg --verify read it).
+add_md5sums() {
+    (cd "$1" && find . -type f ! -path './DEBIAN/*' -printf '%P\0' | LC_ALL=C sort -z | xargs -0r md5sum) >"$1/DEBIAN/md5sums"
+    chmod 644 "$1/DEBIAN/md5sums"
+}
+
 if [[ $arch == "$host_arch" ]]; then
     [[ $binary_only == no ]] || die "--binary-only is for the cross builds (--arch arm64 or armhf)"
     ensure_build_tools
-    # The man pages and completions come from the clap definition; they do
-    # not depend on the target architecture.
-    cargo run --locked --quiet --example gen-assets -- target/assets >/dev/null
+    # The man pages, completions, units and documentation, and the
+    # copyright file naming the crates linked for this target.
+    host_triple=$(rustc -vV | sed -n 's/^host: //p')
+    cargo run --locked --quiet --example gen-assets -- target/assets "$host_triple" >/dev/null
     if ! cargo deb --version >/dev/null 2>&1; then
         say "installing cargo-deb"
         cargo install cargo-deb --locked
@@ -47,8 +60,12 @@ if [[ $arch == "$host_arch" ]]; then
     # cargo deb builds the release binary itself and strips it.
     target_dir=${CARGO_TARGET_DIR:-$PWD/target}
     cargo deb --locked --output "$target_dir/debian/" "${args[@]}" >&2
-    version=$(sed -nE 's/^version = "([^"]+)"/\1/p' Cargo.toml | head -1)
-    echo "$target_dir/debian/pimigrate_${version}-1_${arch}.deb"
+    deb=$target_dir/debian/pimigrate_${deb_version}_${arch}.deb
+    tree=$(mktemp -d)
+    dpkg-deb -R "$deb" "$tree" && add_md5sums "$tree" &&
+        dpkg-deb --root-owner-group -Zxz -b "$tree" "$deb" >/dev/null || die "could not add md5sums to $deb"
+    rm -rf "$tree"
+    echo "$deb"
     exit 0
 fi
 
@@ -64,40 +81,43 @@ if [[ $binary_only == yes ]]; then
 fi
 out=$PWD/target/debian
 mkdir -p "$out"
-# The man pages and completions are text from the clap definition, the
-# same for every architecture and compiler: this machine's cargo makes them
-# when it has one (its build of the library is usually there already), else
-# the chroot's, which first compiles the library for the host once more.
+# The man pages, completions, units and documentation are text, the same
+# for every architecture and compiler (the copyright file names the crates
+# linked for the target): this machine's cargo makes them when it has one
+# (its build of the library is usually there already), else the chroot's,
+# which first compiles the library for the host once more.
 gen_assets=yes
 if command -v cargo >/dev/null 2>&1; then
-    cargo run --locked --quiet --example gen-assets -- target/assets >/dev/null
+    cargo run --locked --quiet --example gen-assets -- target/assets "$triple" >/dev/null
     gen_assets=no
 fi
 in_build_chroot "$PWD" bash -euc '
     triple=$1 glibc=$2 out=$3 gen_assets=$4
     shift 4
     if [ "$gen_assets" = yes ]; then
-        cargo run --locked --quiet --example gen-assets -- target/assets >/dev/null
+        cargo run --locked --quiet --example gen-assets -- target/assets "$triple" >/dev/null
     fi
     cargo zigbuild --locked --release --target "$triple.$glibc"
     cargo deb --locked --no-build --target "$triple" --output "$out/" "$@"
 ' _ "$triple" "$pi_glibc" "$out" "$gen_assets" "${args[@]}" >&2
-version=$(sed -nE 's/^version = "([^"]+)"/\1/p' Cargo.toml | head -1)
-deb=$out/pimigrate_${version}-1_${arch}.deb
+deb=$out/pimigrate_${deb_version}_${arch}.deb
 [[ -f $deb ]] || die "cargo deb did not write $deb"
 
 # dpkg-shlibdeps ($auto) reads the chroot's glibc 2.41 symbols files,
 # which ask for libc6 >= 2.34 of any binary that links libpthread.so.0 or
 # libdl.so.2, as one linked against glibc 2.31 does. The binary's own
 # symbol versions are the truth: depend on the highest it needs.
+# It also gets its md5sums.
 in_build_chroot "$PWD" bash -euc '
     deb=$1 tree=$(mktemp -d)
     dpkg-deb -R "$deb" "$tree"
     needs=$(objdump -T "$tree/usr/bin/pimigrate" | grep -Eo "GLIBC_[0-9]+(\.[0-9]+)+" | sed s/GLIBC_// | sort -uV | tail -1)
     [ -n "$needs" ] || { echo "error: $deb: no GLIBC_ symbol versions in its binary" >&2; exit 1; }
     sed -i -E "s/libc6 \(>= [0-9.]+\)/libc6 (>= $needs)/" "$tree/DEBIAN/control"
+    (cd "$tree" && find . -type f ! -path "./DEBIAN/*" -printf "%P\0" | LC_ALL=C sort -z | xargs -0r md5sum) >"$tree/DEBIAN/md5sums"
+    chmod 644 "$tree/DEBIAN/md5sums"
     dpkg-deb --root-owner-group -Zxz -b "$tree" "$deb" >/dev/null
     rm -rf "$tree"
-' _ "$deb" >&2 || die "could not set the C library dependency of $deb"
+' _ "$deb" >&2 || die "could not set the C library dependency and md5sums of $deb"
 say "built $(basename "$deb") in $((SECONDS - started)) s"
 echo "$deb"

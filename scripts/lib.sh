@@ -204,43 +204,124 @@ highest_glibc() {
     objdump -T "$1" | grep -Eo 'GLIBC_[0-9]+(\.[0-9]+)+' | sed 's/GLIBC_//' | sort -uV | tail -1
 }
 
-# ensure_qemu_user: qemu-user registered with binfmt_misc, so arm64 and
-# armhf binaries run on this machine as if they were its own. The F flag
-# (qemu-user-static's) keeps that working inside chroots.
+# qemu-user for the ARM binaries: QEMU 10, unpacked from
+# bookworm-backports' qemu-user into the build cache, as testbed/run.sh
+# unpacks its QEMU 10 (a private apt configuration downloads the one
+# package: the host's apt sources never gain backports). Bookworm's own
+# qemu-user (7.2) now and then deadlocks a process that a multithreaded
+# emulated program forks: the child waits for ever on a lock another
+# thread held at the fork, before its exec (the test binaries fork
+# pimigrate, which forks mkfs); QEMU 10 takes its locks around a fork.
+qemu_user_dir=$build_cache/qemu-user10
+qemu_user_package=qemu-user/bookworm-backports
+
+# ensure_qemu_user: that qemu-user registered with binfmt_misc for
+# aarch64 and arm, so arm64 and armhf binaries and every process they
+# start run on this machine as if they were its own. The F flag opens the
+# interpreter once, at registration, so it works inside chroots too. The
+# entries are pimigrate's own (pimigrate-qemu-aarch64, -arm), registered
+# after any the distribution made (binfmt_misc tries the newest first), so
+# Debian's qemu-user-static, if installed, stays as it is.
 ensure_qemu_user() {
-    # Each package whenever its part is missing: qemu-user-static installed
-    # without its Recommends has no binfmt-support, whose update-binfmts
-    # registers the emulators below.
-    local missing=()
-    [[ -x /usr/bin/qemu-aarch64-static && -x /usr/bin/qemu-arm-static ]] || missing+=(qemu-user-static)
-    command -v update-binfmts >/dev/null 2>&1 || [[ -x /usr/sbin/update-binfmts ]] || missing+=(binfmt-support)
-    [[ ${#missing[@]} == 0 ]] || install_packages "${missing[@]}"
+    [[ $(id -u) == 0 ]] || die "registering qemu-user with binfmt_misc needs root: run this script with sudo"
+    local work apt_opts cpu line name type offset magic mask interp flags entry want
+    if [[ ! -x $qemu_user_dir/usr/bin/qemu-aarch64 ]]; then
+        say "unpacking QEMU 10's qemu-user from bookworm-backports into $qemu_user_dir (once)"
+        mkdir -p "$build_cache"
+        work=$(mktemp -d "$build_cache/qemu-user10.XXXXXX")
+        mkdir -p "$work/lists/partial" "$work/archives/partial"
+        echo "deb ${PIMIGRATE_DEBIAN_MIRROR:-http://deb.debian.org/debian} bookworm-backports main" >"$work/sources.list"
+        apt_opts=(-o "Dir::Etc::SourceList=$work/sources.list" -o Dir::Etc::SourceParts=/dev/null
+            -o "Dir::State::Lists=$work/lists" -o "Dir::Cache::Archives=$work/archives"
+            -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache= -o APT::Sandbox::User=root)
+        { apt-get "${apt_opts[@]}" update -q >&2 &&
+            (cd "$work" && apt-get "${apt_opts[@]}" download "$qemu_user_package" >&2) &&
+            dpkg-deb -x "$work"/qemu-user_*.deb "$work/root"; } ||
+            { rm -rf "$work"; die "could not unpack $qemu_user_package (see above)"; }
+        rm -rf "$qemu_user_dir" && mv "$work/root" "$qemu_user_dir" && rm -rf "$work"
+    fi
     if ! mountpoint -q /proc/sys/fs/binfmt_misc; then
         mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc \
             || die "cannot mount binfmt_misc: qemu-user needs it to run ARM binaries"
     fi
-    local cpu
     for cpu in aarch64 arm; do
-        if [[ ! -e /proc/sys/fs/binfmt_misc/qemu-$cpu ]]; then
-            update-binfmts --enable "qemu-$cpu" >&2 || die "could not register qemu-$cpu with binfmt_misc"
+        line=$(grep -v '^#' "$qemu_user_dir/usr/share/qemu/binfmt.d/qemu-$cpu.conf") ||
+            die "$qemu_user_dir has no binfmt.d/qemu-$cpu.conf"
+        IFS=: read -r _ name type offset magic mask interp flags <<<"$line"
+        interp=$qemu_user_dir$interp
+        entry=/proc/sys/fs/binfmt_misc/pimigrate-qemu-$cpu
+        if [[ -e $entry ]] && ! grep -qx "interpreter $interp" "$entry"; then
+            echo -1 >"$entry" # made from another unpacked copy: again
         fi
-        grep -qx enabled "/proc/sys/fs/binfmt_misc/qemu-$cpu" \
-            || die "binfmt_misc has qemu-$cpu, but disabled"
+        if [[ ! -e $entry ]]; then
+            want=":pimigrate-qemu-$cpu:$type:$offset:$magic:$mask:$interp:$flags"
+            printf '%s' "$want" >/proc/sys/fs/binfmt_misc/register ||
+                die "could not register $interp with binfmt_misc for $cpu"
+        fi
+        [[ $(head -1 "$entry") == enabled ]] || echo 1 >"$entry"
     done
 }
 
-# ensure_pi_root ARCH: a Debian bookworm root for ARCH (Raspberry Pi OS
-# bookworm's base) with what the package depends on, made once with
-# debootstrap under qemu-user; prints its path.
+# qemu_user_version: the version of the qemu-user that runs aarch64
+# binaries here (QEMU_VERSION makes it print that and stop), through
+# binfmt_misc, as the tests' processes get it.
+qemu_user_version() {
+    local loader
+    loader=$(find "$build_chroot/usr/lib/aarch64-linux-gnu" "$build_chroot/usr/aarch64-linux-gnu/lib" \
+        -maxdepth 1 -name 'ld-linux-aarch64.so.1' 2>/dev/null | head -1)
+    [[ -n $loader ]] || return 1
+    QEMU_VERSION=1 "$loader" 2>&1 | sed -nE 's/^qemu-aarch64 version ([^ ]+).*/\1/p' | head -1
+}
+
+# ensure_pi_root ARCH [PACKAGE,...]: a Debian bookworm root for ARCH
+# (Raspberry Pi OS bookworm's base) with what the package depends on (and
+# the packages named), made once with debootstrap (under qemu-user for a
+# foreign ARCH); prints its path.
 ensure_pi_root() {
-    local arch=$1 root=$build_cache/bookworm-$1
-    if [[ ! -f $root/.pimigrate-ready ]]; then
-        ensure_packages debootstrap=debootstrap
-        say "creating a Debian bookworm $arch root in $root (once)"
-        rm -rf "$root"
-        debootstrap --variant=minbase --arch="$arch" --include=e2fsprogs,dosfstools bookworm "$root" >&2 \
-            || die "debootstrap --arch=$arch bookworm failed (see above)"
-        touch "$root/.pimigrate-ready"
-    fi
+    local arch=$1 extra=${2:+,$2} root=$build_cache/bookworm-$1${2:+-${2//,/-}}
+    mkdir -p "$build_cache"
+    # One maker at a time: two runs that both found no root (two checkouts'
+    # check-deb.sh) each emptied it under the other's debootstrap.
+    (
+        flock 9
+        if [[ ! -f $root/.pimigrate-ready ]]; then
+            ensure_packages debootstrap=debootstrap
+            say "creating a Debian bookworm $arch root in $root (once)"
+            rm -rf "$root"
+            debootstrap --variant=minbase --arch="$arch" --include="e2fsprogs,dosfstools$extra" bookworm "$root" >&2 \
+                || die "debootstrap --arch=$arch bookworm failed (see above)"
+            touch "$root/.pimigrate-ready"
+        fi
+    ) 9>"$root.lock" || return 1
     echo "$root"
+}
+
+# ensure_lintian: lintian in the build chroot, trixie's (a Debian
+# maintainer lints with a current one). Installed apart from the chroot's
+# package list, so adding it does not redo the chroot's set-up.
+ensure_lintian() {
+    ensure_build_chroot
+    [[ -x $build_chroot/usr/bin/lintian ]] && return 0
+    say "installing lintian in the build chroot (once)"
+    chroot "$build_chroot" env DEBIAN_FRONTEND=noninteractive sh -c \
+        'apt-get install -y -q --no-install-recommends lintian || { apt-get update -q && apt-get install -y -q --no-install-recommends lintian; }' >&2 \
+        || die "could not install lintian in $build_chroot"
+}
+
+# run_lintian DEB: lintian's report on DEB (its hints, one a line), run in
+# the build chroot; overrides shipped in the package apply.
+run_lintian() {
+    local deb=$1 dir
+    dir=$(mktemp -d "$build_chroot/tmp/lintian.XXXXXX")
+    cp "$deb" "$dir/"
+    chmod 755 "$dir" && chmod 644 "$dir/$(basename "$deb")"
+    # As nobody: lintian unpacks what it checks and should not be root.
+    unshare --mount --propagation private -- bash -c '
+        mount -t proc proc "$1/proc" && exec chroot "$1" setpriv --reuid=65534 --regid=65534 --clear-groups \
+            env -i PATH=/usr/bin:/bin LANG=C.UTF-8 HOME=/tmp \
+            lintian --tag-display-limit 0 --fail-on none --info --display-info --show-overrides "$2"
+    ' _ "$build_chroot" "${dir#"$build_chroot"}/$(basename "$deb")"
+    local status=$?
+    rm -rf "$dir"
+    return "$status"
 }

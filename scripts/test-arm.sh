@@ -10,6 +10,13 @@
 #
 #   sudo scripts/test-arm.sh
 #   sudo scripts/test-arm.sh --build-only   # build the tests, run none
+#   sudo scripts/test-arm.sh --arch arm64   # one architecture (or armhf)
+#   sudo scripts/test-arm.sh --bookworm-qemu  # under Debian 12's own
+#       qemu-user-static (7.2) instead of QEMU 10, to compare the two
+#
+# The tests run under QEMU 10's qemu-user, which scripts/lib.sh unpacks
+# from bookworm-backports and registers with binfmt_misc: bookworm's 7.2
+# deadlocks now and then in a fork of a multithreaded program (below).
 #
 # (--build-only is what scripts/test.sh does beside the testbed's speed
 # scenarios, at the lowest priority; the full run later finds them built.)
@@ -34,12 +41,19 @@ if [[ $(id -u) != 0 ]]; then
     stop "run as root: sudo $0 $*"
 fi
 [[ $(dpkg --print-architecture) == amd64 ]] || stop "the ARM tests run on an x86_64 Debian or Ubuntu machine"
-build_only=no
-case ${1:-} in
-    --build-only) build_only=yes ;;
-    "") ;;
-    *) stop "unknown option $1 (see the comment at the top of $0)" ;;
-esac
+build_only=no arches=(arm64 armhf) bookworm_qemu=no
+while [[ $# -gt 0 ]]; do
+    case $1 in
+        --build-only) build_only=yes ;;
+        --arch)
+            [[ ${2:-} == arm64 || ${2:-} == armhf ]] || stop "--arch takes arm64 or armhf"
+            arches=("$2")
+            shift ;;
+        --bookworm-qemu) bookworm_qemu=yes ;;
+        *) stop "unknown option $1 (see the comment at the top of $0)" ;;
+    esac
+    shift
+done
 started=$SECONDS
 
 # Tests that cannot run under qemu-user, with the reason; they are named in
@@ -62,6 +76,17 @@ passed=0 failed=0
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 
+# --bookworm-qemu: pimigrate's QEMU 10 entries stay off for this run, so
+# that Debian's qemu-user-static (7.2) runs the binaries; back on at exit.
+if [[ $bookworm_qemu == yes ]]; then
+    grep -qsx enabled /proc/sys/fs/binfmt_misc/qemu-aarch64 && grep -qsx enabled /proc/sys/fs/binfmt_misc/qemu-arm ||
+        stop "--bookworm-qemu needs Debian's qemu-user-static and binfmt-support (apt-get install qemu-user-static binfmt-support)"
+    for entry in /proc/sys/fs/binfmt_misc/pimigrate-qemu-*; do echo 0 >"$entry"; done
+    trap 'rm -rf "$logs"; for entry in /proc/sys/fs/binfmt_misc/pimigrate-qemu-*; do echo 1 >"$entry"; done' EXIT
+fi
+qemu_version=$(qemu_user_version) || qemu_version=unknown
+echo "arm: the binaries run under qemu-user $qemu_version (binfmt_misc)"
+
 # The test binaries are built with opt-level 1: unoptimised code runs
 # several times slower under emulation, and this keeps debug assertions and
 # overflow checks. Line tables only keep the builds small.
@@ -72,13 +97,16 @@ build_env=(env CARGO_PROFILE_DEV_OPT_LEVEL=1 CARGO_PROFILE_TEST_OPT_LEVEL=1
 
 rustc=$(in_build_chroot / rustc --version | awk '{print $2}')
 need=$(rust_version_needed)
-say "building the tests for aarch64 and armv7 with rustc $rustc (rust-version $need)"
+targets=()
+for arch in "${arches[@]}"; do
+    targets+=(--target "$(triple_of "$arch")")
+done
+say "building the tests for ${arches[*]} with rustc $rustc (rust-version $need)"
 build_started=$SECONDS
 # --tests: the test targets only; plain `cargo test` also builds the
 # examples, host tools that never run on a Pi.
 if in_build_chroot "$PWD" "${build_env[@]}" cargo test --locked -p pimigrate --tests --no-run \
-    --target aarch64-unknown-linux-gnu --target armv7-unknown-linux-gnueabihf \
-    --message-format=json-render-diagnostics >"$logs/build.json" 2>"$logs/build.err"; then
+    "${targets[@]}" --message-format=json-render-diagnostics >"$logs/build.json" 2>"$logs/build.err"; then
     build_ok=yes
 else
     build_ok=no
@@ -130,7 +158,9 @@ host_tests='^tests/tests\.rs$'
 # emulator's fault, not the code's, so run_watched stops the stuck child
 # (the test then fails on it, and the binary cleans up after itself as it
 # ends) and the binary runs again, up to twice, with its earlier run's
-# results set aside in the log.
+# results set aside in the log. The tests run under QEMU 10, where this was
+# not seen (docs/packaging.md has the counts); the watchdog stays as a guard,
+# and its count is printed for each architecture.
 stuck_after=60
 
 # stuck_child PID: prints a process under PID (PID's child, or the child of
@@ -216,22 +246,36 @@ run_tests() {
 }
 
 if [[ $build_ok == yes ]]; then
-    say "running the tests under qemu-user: aarch64 and armv7 side by side"
+    say "running the tests under qemu-user $qemu_version: ${arches[*]}"
     run_started=$SECONDS
-    # One architecture's host tests beside the other's pure ones, then the
-    # other way round: never two host test binaries at once.
-    a64=aarch64-unknown-linux-gnu a32=armv7-unknown-linux-gnueabihf
-    run_tests $a64 arm64 host >>"$logs/arm64.out" &
-    run_tests $a32 armhf pure >>"$logs/armhf.out" &
-    wait
-    run_tests $a32 armhf host >>"$logs/armhf.out" &
-    run_tests $a64 arm64 pure >>"$logs/arm64.out" &
-    wait
+    if [[ ${#arches[@]} == 2 ]]; then
+        # One architecture's host tests beside the other's pure ones, then
+        # the other way round: never two host test binaries at once.
+        a64=aarch64-unknown-linux-gnu a32=armv7-unknown-linux-gnueabihf
+        run_tests $a64 arm64 host >>"$logs/arm64.out" &
+        run_tests $a32 armhf pure >>"$logs/armhf.out" &
+        wait
+        run_tests $a32 armhf host >>"$logs/armhf.out" &
+        run_tests $a64 arm64 pure >>"$logs/arm64.out" &
+        wait
+    else
+        arch=${arches[0]}
+        run_tests "$(triple_of "$arch")" "$arch" host >>"$logs/$arch.host.out" &
+        run_tests "$(triple_of "$arch")" "$arch" pure >>"$logs/$arch.pure.out" &
+        wait
+        cat "$logs/$arch.host.out" "$logs/$arch.pure.out" >"$logs/$arch.out"
+    fi
     run_seconds=$((SECONDS - run_started))
-    for arch in arm64 armhf; do
+    for arch in "${arches[@]}"; do
         cat "$logs/$arch.out"
     done
-    for arch in arm64 armhf; do
+    for arch in "${arches[@]}"; do
+        # The watchdog's count: each restart is a child that qemu-user left
+        # stuck before its exec.
+        stuck=$(grep -c 'a child stuck in qemu-user' "$logs/$arch.out")
+        echo "$arch: qemu-user $qemu_version's fork deadlock: $stuck test binaries stopped and run again"
+    done
+    for arch in "${arches[@]}"; do
         read -r p f < <(awk '{p += $1; f += $2; n++} END {print p + 0, f + (n == 2 ? 0 : 1)}' "$logs/$arch.count" 2>/dev/null) || { p=0 f=1; }
         if [[ $p == 0 ]]; then
             f=$((f + 1)) # no test ran: that is a failure, not a pass

@@ -38,8 +38,10 @@ a full log of each migration (the plan, every step with its time, errors),
 also copied to the new root filesystem; see \fB\-\-log\-dir\fR
 .SH NOTES
 Every \fB\-\-json\fR document carries a \fBschema\fR field such as
-\fBpimigrate.plan/1\fR; the schemas are documented in docs/json.md in the
-source, and README.md in /usr/share/doc/pimigrate.
+\fBpimigrate.plan/1\fR; the schemas are documented in
+\fI/usr/share/doc/pimigrate/docs/json.md.gz\fR (docs/json.md in
+pimigrate's source), and how to use pimigrate in
+\fI/usr/share/doc/pimigrate/README.md.gz\fR and the pages it links.
 "#;
 
 fn command() -> clap::Command {

@@ -177,19 +177,53 @@ impl SyncArgs {
         }
     }
 
-    /// The flags the timer's service keeps (never a device name).
-    pub fn timer_args(&self) -> Vec<String> {
-        let mut args = Vec::new();
+    /// What the timer's service runs after `sync --yes`: every flag that
+    /// changes what a sync does (this command's and the global ones that
+    /// are not their defaults), paths made absolute, since the service
+    /// starts in `/`. Never a device name (`--to` conflicts with
+    /// `--install-timer`): names such as sda change from boot to boot, and
+    /// the standby record names the standby by its ids.
+    pub fn timer_args(&self, cli: &Cli) -> std::io::Result<crate::sync::timer::ServiceCommand> {
+        use std::ffi::OsString;
+        let mut command = crate::sync::timer::ServiceCommand::default();
+        let flag = |name: &str, value: &std::path::Path| {
+            let mut word = OsString::from(format!("--{name}="));
+            word.push(value.as_os_str());
+            word
+        };
+        if let Some(root) = &cli.source_root {
+            let root = std::path::absolute(root)?;
+            if root != std::path::Path::new("/") {
+                command.args.push(flag("source-root", &root));
+            }
+        }
+        if let Some(boot) = &cli.boot_dir {
+            command
+                .args
+                .push(flag("boot-dir", &std::path::absolute(boot)?));
+        }
+        for (name, dir, default) in [
+            ("state-dir", &cli.state_dir, crate::host::DEFAULT_STATE_DIR),
+            ("log-dir", &cli.log_dir, crate::host::DEFAULT_LOG_DIR),
+        ] {
+            let dir = std::path::absolute(dir)?;
+            if dir != std::path::Path::new(default) {
+                command.args.push(flag(name, &dir));
+                command.writable.push(dir);
+            }
+        }
         if self.checksum {
-            args.push("--checksum".to_string());
+            command.args.push("--checksum".into());
         }
         for path in &self.exclude {
-            args.push(format!("--exclude={}", path.display()));
+            command.args.push(flag("exclude", path));
         }
         if self.stall_timeout != crate::sync::DEFAULT_STALL_TIMEOUT_SECS {
-            args.push(format!("--stall-timeout={}", self.stall_timeout));
+            command
+                .args
+                .push(format!("--stall-timeout={}", self.stall_timeout).into());
         }
-        args
+        Ok(command)
     }
 }
 

@@ -15,6 +15,7 @@ pub mod docgen;
 pub mod exit;
 pub mod failpoint;
 pub mod host;
+pub mod package_docs;
 pub mod plan;
 pub mod privilege;
 pub mod recommend;

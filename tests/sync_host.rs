@@ -3,8 +3,8 @@
 //! rsync after each run; changes of every kind carried over by the
 //! incremental sync; a sync killed midway marked incomplete and finished
 //! by the next; a standby whose writes stall (its image on a frozen
-//! filesystem) ended with a clear error; the refusals; the timer's units
-//! and the Ansible role. (Booting the standby is the testbed's job.)
+//! filesystem) ended with a clear error; the refusals; the Ansible role
+//! (the timer's units: sync_timer.rs). (Booting the standby is the testbed's job.)
 
 use crate::common;
 
@@ -263,75 +263,6 @@ fn without_a_standby_or_with_one_that_is_gone_sync_refuses_and_says_what_to_do()
     );
     // Nothing was written to the loop disk.
     assert_first_mib_blank(&rig.image);
-}
-
-/// The timer's units, written into a fixture machine (`--sysroot`: no
-/// systemctl there), as systemd itself reads them.
-#[test]
-fn the_timer_units_have_a_full_path_and_the_journal_and_systemd_accepts_them() {
-    if !require_root("writing the timer's units") {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("pi");
-    assert!(Command::new("cp")
-        .arg("-a")
-        .arg(fixture("pi4"))
-        .arg(&root)
-        .status()
-        .unwrap()
-        .success());
-    let run = |args: &[&str]| {
-        pimigrate()
-            .arg("--sysroot")
-            .arg(&root)
-            .args(args)
-            .output()
-            .unwrap()
-    };
-    let installed = run(&["--json", "sync", "--install-timer", "daily", "--checksum"]);
-    assert_eq!(exit_code(&installed), 0, "{}", stderr(&installed));
-    assert_eq!(json(&installed)["result"], "timer-installed");
-    let units = root.join("etc/systemd/system");
-    let service = std::fs::read_to_string(units.join("pimigrate-sync.service")).unwrap();
-    let program = env!("CARGO_BIN_EXE_pimigrate");
-    assert!(
-        service.contains(&format!("\nExecStart={program} sync --yes --checksum\n")),
-        "{service}"
-    );
-    assert!(service.contains(
-        "\nEnvironment=PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
-    ));
-    assert!(service.contains("\nStandardOutput=journal\n"));
-    let timer = std::fs::read_to_string(units.join("pimigrate-sync.timer")).unwrap();
-    assert!(
-        timer.contains("\nOnCalendar=daily\nPersistent=true\n"),
-        "{timer}"
-    );
-    match pimigrate::tools::which("systemd-analyze") {
-        Some(analyze) => {
-            let verified = Command::new(analyze)
-                .arg("verify")
-                .arg(units.join("pimigrate-sync.service"))
-                .arg(units.join("pimigrate-sync.timer"))
-                .output()
-                .unwrap();
-            assert!(
-                verified.status.success() && verified.stderr.is_empty(),
-                "systemd-analyze verify: {}",
-                String::from_utf8_lossy(&verified.stderr)
-            );
-        }
-        None => assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "systemd-analyze (systemd) is needed in CI"
-        ),
-    }
-    let removed = run(&["--json", "sync", "--remove-timer"]);
-    assert_eq!(json(&removed)["result"], "timer-removed");
-    assert_eq!(json(&removed)["units"].as_array().unwrap().len(), 2);
-    assert!(!units.join("pimigrate-sync.timer").exists());
-    assert!(!units.join("pimigrate-sync.service").exists());
 }
 
 /// The Ansible role's sync tasks parse (ansible-playbook --syntax-check);

@@ -33,6 +33,7 @@ mod root_first; // the binary as a normal user: sudo said first
 mod scan_live; // the source scan across mount points
 mod sync_faults; // a first sync killed at every failure point
 mod sync_host; // sync: first layout, incremental runs, a kill midway, refusals, changed standbys, planted links
+mod sync_timer; // the sync timer's drop-ins as systemd reads them
 mod verify_bench_host; // before/after on real benchmark runs
 
 // In a terminal (tmux).

@@ -180,42 +180,66 @@ fn changed_standby(cli: &Cli, args: &SyncArgs, plan: &SyncPlan) -> Result<Option
 
 /// `--install-timer WHEN` and `--remove-timer`.
 fn timer_command(cli: &Cli, args: &SyncArgs, host: &Host) -> Result<u8> {
-    crate::privilege::require_root("the timer's units go to /etc/systemd/system")?;
-    let dir = host.path(timer::UNIT_DIR);
-    let live = host.is_live();
+    crate::privilege::require_root("the timer's files go to /etc/systemd/system")?;
     let (result, units, changed, lines) = match &args.install_timer {
         Some(when) => {
-            let program = std::env::current_exe()
+            let running = std::env::current_exe()
                 .context("finding the pimigrate program for the service's ExecStart")?;
-            let timer::Installed { units, changed } =
-                timer::install(&dir, &program, &args.timer_args(), when)?;
-            if live {
-                timer::systemctl(&["daemon-reload"])?;
-                timer::systemctl(&["enable", "--now", timer::TIMER])?;
+            let program = match timer::service_program(host, &running) {
+                Ok(program) => program,
+                Err(refusal) => {
+                    print_refusal(cli, &refusal)?;
+                    return Ok(EXIT_REFUSED);
+                }
+            };
+            let command = args
+                .timer_args(cli)
+                .context("making the service's paths absolute")?;
+            // A state or log directory of its own must exist before the
+            // service starts: it is the only place outside its own that
+            // the hardened service may write.
+            for dir in &command.writable {
+                std::fs::create_dir_all(host.path(dir))
+                    .with_context(|| format!("creating {}", dir.display()))?;
             }
-            let lines = vec![
+            let timer::Changes { files, changed } = timer::install(host, &program, &command, when)?;
+            let manager = timer::enable(host)?;
+            let mut lines = vec![
                 format!("the standby is synced {when}: {}", timer::TIMER),
                 format!("its output: journalctl -u {}", timer::SERVICE),
-                "the next run: systemctl list-timers pimigrate-sync.timer".to_string(),
             ];
-            (Done::TimerInstalled, units, changed, lines)
+            lines.push(match manager {
+                timer::Manager::Running => {
+                    "the next run: systemctl list-timers pimigrate-sync.timer".to_string()
+                }
+                timer::Manager::Offline => {
+                    "systemd does not run here: the timer is enabled and starts at the next boot"
+                        .to_string()
+                }
+            });
+            (Done::TimerInstalled, files, changed, lines)
         }
         None => {
-            if live && dir.join(timer::TIMER).exists() {
-                timer::systemctl(&["disable", "--now", timer::TIMER])?;
+            let was_enabled = timer::enabled(host);
+            if was_enabled {
+                timer::disable(host)?;
             }
-            let units = timer::remove(&dir)?;
-            if live && !units.is_empty() {
-                timer::systemctl(&["daemon-reload"])?;
+            let timer::Changes { files, changed } = timer::remove(host)?;
+            if changed {
+                timer::reload(host)?;
             }
-            let line = if units.is_empty() {
-                "there was no timer to remove".to_string()
-            } else {
+            let line = if changed || was_enabled {
                 "the timer is removed: the standby is synced only when you run `pimigrate sync`"
                     .to_string()
+            } else {
+                "there was no timer to remove".to_string()
             };
-            let changed = !units.is_empty();
-            (Done::TimerRemoved, units, changed, vec![line])
+            (
+                Done::TimerRemoved,
+                files,
+                changed || was_enabled,
+                vec![line],
+            )
         }
     };
     if cli.json {
