@@ -191,7 +191,7 @@ fn known() -> Vec<Known> {
             ),
         },
         Known {
-            phrase: "looks every 5 seconds for such a",
+            phrase: "`run_watched` looks every 5 seconds for a",
             source: File("scripts/test-arm.sh", "sleep 5"),
         },
         Known {
