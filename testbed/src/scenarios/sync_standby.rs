@@ -218,6 +218,15 @@ mount -o ro /dev/mmcblk0p1 "$m" && echo "boot_cut_root=$(grep -o 'root=[^ ]*' "$
 umount "$m" || true
 pimigrate --json sync --yes > "$TESTBED/out/sync-3.json" 2> "$TESTBED/out/sync-3.err" && st=0 || st=$?
 echo "sync3_status=$st"
+# The timer's service, hardened as the package ships it, run by systemd.
+echo "a change for the timer's run" > "$t/timer.txt"
+pimigrate sync --install-timer daily > "$TESTBED/out/timer.txt" 2>&1 && st=0 || st=$?
+echo "timer_status=$st"
+systemctl start pimigrate-sync.service && st=0 || st=$?
+echo "service_status=$st"
+echo "service_result=$(systemctl show -p Result --value pimigrate-sync.service)"
+journalctl -u pimigrate-sync.service --no-pager > "$TESTBED/out/service.log" 2>&1 || true
+echo "after_service=$(pimigrate --json devices | jq -r .standby.state)"
 {IDS_UNIQUE}
 "#
     );
@@ -256,6 +265,12 @@ echo "sync3_status=$st"
     expect_fact(&f, "boot_cut_status", "137").with_context(say)?;
     expect_fact(&f, "boot_cut_root", &format!("root=PARTUUID={SD_ROOT}"))?;
     expect_fact(&f, "sync3_status", "0").with_context(say)?;
+    let service_log =
+        || std::fs::read_to_string(pi.share().dir.join("out/service.log")).unwrap_or_default();
+    expect_fact(&f, "timer_status", "0").with_context(say)?;
+    expect_fact(&f, "service_status", "0").with_context(service_log)?;
+    expect_fact(&f, "service_result", "success").with_context(service_log)?;
+    expect_fact(&f, "after_service", "complete").with_context(service_log)?;
     ensure!(
         fact(&f, "root_partuuid")? != SD_ROOT,
         "the SSD's root carries the SD card's PARTUUID"
@@ -275,6 +290,7 @@ echo "mode=$(stat -c %a /etc/debian_version)"
 echo "deleted=$([ -e /etc/issue.net ] && echo no || echo yes)"
 echo "motd=$(tail -1 /etc/motd)"
 echo "bulk=$(ls "$t" | grep -c '^bulk-')"
+echo "timer_file=$(cat "$t/timer.txt")"
 echo "running_from_standby=$(pimigrate --json devices | jq -r .standby.running_from_standby)"
 "#
     );
@@ -296,6 +312,7 @@ echo "running_from_standby=$(pimigrate --json devices | jq -r .standby.running_f
     expect_fact(&f, "deleted", "yes")?;
     expect_fact(&f, "motd", "changed by the testbed")?;
     expect_fact(&f, "bulk", "60")?;
+    expect_fact(&f, "timer_file", "a change for the timer's run")?;
     expect_fact(&f, "running_from_standby", "true")?;
     Ok(())
 }
