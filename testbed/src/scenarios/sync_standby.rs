@@ -213,9 +213,11 @@ echo "new_sum=$(sha256sum < "$t/new.txt" | cut -c1-16)"
 echo '# changed by the testbed' >> /boot/firmware/config.txt
 PIMIGRATE_FAILPOINT=boot-tree-after-rename pimigrate sync --yes > /dev/null 2>&1 && st=0 || st=$?
 echo "boot_cut_status=$st"
-m=$(mktemp -d)
-mount -o ro /dev/mmcblk0p1 "$m" && echo "boot_cut_root=$(grep -o 'root=[^ ]*' "$m/cmdline.txt")"
-umount "$m" || true
+# Read where the killed run left it mounted (a second, read-only mount of
+# a filesystem mounted read-write is refused), else mounted here.
+m=$(awk '$1 == "/dev/mmcblk0p1" {{print $2; exit}}' /proc/mounts)
+[ -n "$m" ] || {{ m=$(mktemp -d); mount -o ro /dev/mmcblk0p1 "$m"; }}
+echo "boot_cut_root=$(grep -o 'root=[^ ]*' "$m/cmdline.txt")"
 pimigrate --json sync --yes > "$TESTBED/out/sync-3.json" 2> "$TESTBED/out/sync-3.err" && st=0 || st=$?
 echo "sync3_status=$st"
 # The timer's service, hardened as the package ships it, run by systemd.
