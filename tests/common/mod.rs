@@ -114,6 +114,41 @@ pub fn pi_tree() -> tempfile::TempDir {
 
 /// An image file, or the part of it from a byte offset on, on a loop
 /// device; detached on drop.
+/// The lock file the testbed holds shared while one of its disk images
+/// is on a host loop device (testbed/src/attach.rs names the same path).
+const HOST_IDS_LOCK: &str = "/run/lock/pimigrate-host-ids.lock";
+
+/// A turn at the host's ids: a test whose checks want every id on the host
+/// to name one device (a standby's `ids-unique`) takes it, and no other
+/// such test of this binary, nor a testbed image attached on the host
+/// (whose SD card carries the same signature, whose migrated root the same
+/// label), runs beside it. CI runs the testbed's shared lane beside the
+/// cargo tests.
+pub struct IdsTurn {
+    _file: nix::fcntl::Flock<std::fs::File>,
+    _test: std::sync::MutexGuard<'static, ()>,
+}
+
+static IDS_TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+impl IdsTurn {
+    pub fn take() -> IdsTurn {
+        let test = IDS_TURN.lock().unwrap_or_else(|e| e.into_inner());
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(HOST_IDS_LOCK)
+            .unwrap_or_else(|err| panic!("opening {HOST_IDS_LOCK}: {err}"));
+        let file = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+            .unwrap_or_else(|(_, err)| panic!("locking {HOST_IDS_LOCK}: {err}"));
+        IdsTurn {
+            _file: file,
+            _test: test,
+        }
+    }
+}
+
 pub struct Loop {
     pub device: String,
 }

@@ -19,13 +19,11 @@ pub struct SyncRig {
     pub _sd: LoopDisk,
     /// Two "SD cards" with one signature at once would be the very
     /// duplicate ids the checks refuse: these tests take turns.
-    pub _turn: std::sync::MutexGuard<'static, ()>,
+    pub _turn: super::IdsTurn,
 }
 
-static SD_CARD: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 pub fn setup() -> SyncRig {
-    let turn = SD_CARD.lock().unwrap_or_else(|e| e.into_inner());
+    let turn = super::IdsTurn::take();
     let rig = MigrationRig::alone(|tree| {
         let boot = tree.join("boot/firmware");
         let mut kernel = vec![0u8; 4096];
