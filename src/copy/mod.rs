@@ -19,18 +19,29 @@
 //! created by the walker and filled by a few worker threads
 //! (`copy_file_range`, `sendfile` or read/write). See docs/copy.md.
 //!
+//! A source that cannot be read never costs the target anything: a
+//! directory that cannot be listed is left alone on the target with all
+//! that is below it, a file whose read fails keeps its previous copy (the
+//! second pass writes a new inode and renames it into place only once it
+//! is complete), and an entry listed but gone when read keeps what the
+//! target had under its name. Each is named in [`CopyStats::errors`].
+//!
 //! Cancelling (the `cancel` flag) stops both within one entry or one 8 MiB
-//! chunk. The target is then partial but consistent for a later pass:
-//! files are written under their final names, and a file cut short keeps
-//! the copy's own mtime (times are set after the data), so the size/mtime
-//! check of [`second_pass`] always copies it again; directories not yet
-//! finished keep mode 0700 until a pass applies theirs.
+//! chunk. The target is then partial but consistent for a later pass: the
+//! first pass writes files under their final names, and a file cut short
+//! keeps the copy's own mtime (times are set after the data), so the
+//! size/mtime check of [`second_pass`] always copies it again; directories
+//! not yet finished keep mode 0700 until a pass applies theirs.
 
+#[cfg(test)]
+mod failing_source;
+mod faults;
 mod file;
 mod hardlinks;
 mod meta;
 mod nodes;
 mod progress;
+mod replace;
 mod sparse;
 mod stats;
 mod tree;
@@ -118,6 +129,12 @@ pub fn copy_tree(
 /// that look unchanged are compared byte for byte), entries gone from the
 /// source are removed (excluded names excepted), and every entry's owner,
 /// xattrs, mode and times are made to match. Errors as in [`copy_tree`].
+///
+/// What cannot be read on the source is never removed or truncated on the
+/// target: a directory whose listing fails keeps everything below it, a
+/// changed file is written beside its old copy and renamed over it only
+/// when complete, and an entry gone between the listing and its read keeps
+/// the target's entry; each of them is one of the returned errors.
 pub fn second_pass(
     source: &Path,
     target: &Path,

@@ -2,10 +2,18 @@
 //! every entry in the target and handing regular files' data to the
 //! workers. Directory metadata is applied when the walker leaves a
 //! directory, after everything it creates there was created; files that
-//! workers create later change the directory's mtime, so in the first pass
-//! directory times are set once more when the workers are done
+//! workers create or rename into place later change the directory's mtime,
+//! so those directories' times are set once more when the workers are done
 //! ([`Walker::deferred_times`]).
+//!
+//! Nothing on the target changes because of what could not be read on the
+//! source: a directory is listed before its target is touched (a listing
+//! that fails leaves the target's directory and all below it alone, where
+//! treating it as empty would delete them all), an entry whose stat fails
+//! keeps its target entry, and files are replaced only by complete copies
+//! (see `workers`).
 
+use super::faults::{self, Op};
 use super::file::DataCopier;
 use super::hardlinks::{HardlinkMap, LinkAction};
 use super::meta::{self, Node};
@@ -49,6 +57,13 @@ pub struct Walker<'a> {
     root_dev: u64,
     /// Directories whose times must be set again after the workers finish.
     deferred_times: Vec<(PathBuf, meta::Times)>,
+    /// Copies data in this thread when the others must not (a hard-linked
+    /// inode's first name in the second pass: its later names are linked
+    /// to the new inode right after).
+    own_copier: Option<DataCopier<'a>>,
+    /// A job just handed to the pool may rename into the current
+    /// directory after the walker has left it.
+    pool_renames: bool,
 }
 
 /// One entry below a listed directory.
@@ -79,6 +94,8 @@ impl<'a> Walker<'a> {
             hardlinks: HardlinkMap::new(),
             root_dev: 0,
             deferred_times: Vec::new(),
+            own_copier: None,
+            pool_renames: false,
         }
     }
 
@@ -107,7 +124,10 @@ impl<'a> Walker<'a> {
             relative: PathBuf::new(),
         };
         let settled = self.quiet(&root_meta);
-        let mut stack = vec![self.open_dir(root, root_meta, settled)];
+        let Some(names) = self.list_source(&root) else {
+            return Ok(()); // named in the errors; the target is left alone
+        };
+        let mut stack = vec![self.open_dir(root, root_meta, settled, names)];
         while let Some(frame) = stack.last_mut() {
             if self.shared.stop.raised() {
                 return Ok(());
@@ -121,7 +141,13 @@ impl<'a> Walker<'a> {
                         relative: frame.relative.join(&name.name),
                     };
                     let settled = frame.settled;
-                    if let Some(child) = self.visit(entry, settled) {
+                    let child = self.visit(entry, settled);
+                    if std::mem::take(&mut self.pool_renames) {
+                        if let Some(frame) = stack.last_mut() {
+                            frame.renames = true;
+                        }
+                    }
+                    if let Some(child) = child {
                         stack.push(child);
                     }
                 }
@@ -147,10 +173,16 @@ impl<'a> Walker<'a> {
             Counters::add(&self.counters().excluded, 1);
             return None;
         }
-        let meta = match std::fs::symlink_metadata(&entry.source) {
+        let meta = match walk::stat(&entry.source) {
             Ok(meta) => meta,
             Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                // Gone since its directory was listed. Whatever the target
+                // has under the name stays: this pass cannot tell a
+                // deletion from a source that failed to show it.
                 Counters::add(&self.counters().vanished, 1);
+                if std::fs::symlink_metadata(&entry.target).is_ok() {
+                    self.failed(&entry.source, workers::GONE, err);
+                }
                 return None;
             }
             Err(err) => {
@@ -166,8 +198,9 @@ impl<'a> Walker<'a> {
         // in it may have changed without changing the directory.
         if in_settled && self.quiet(&meta) {
             if meta.is_dir() && !self.is_mount_point(&meta) {
+                let names = self.list_source(&entry)?;
                 Counters::add(&self.counters().dirs, 1);
-                return Some(self.open_dir(entry, meta, true));
+                return Some(self.open_dir(entry, meta, true, names));
             }
             Counters::add(&self.counters().unchanged, 1);
             return None;
@@ -204,6 +237,14 @@ impl<'a> Walker<'a> {
         meta: Metadata,
         existing: Option<Metadata>,
     ) -> Option<Frame> {
+        let mount_point = self.is_mount_point(&meta);
+        // Listed first: a directory that cannot be listed changes nothing
+        // on the target, not even what stands under its name there.
+        let names = if mount_point {
+            Vec::new()
+        } else {
+            self.list_source(&entry)?
+        };
         if existing.as_ref().is_some_and(|t| !t.is_dir()) {
             if let Err(err) = nodes::remove_any(&entry.target) {
                 self.failed(&entry.target, "remove to make a directory", err);
@@ -214,7 +255,7 @@ impl<'a> Walker<'a> {
             self.failed(&entry.target, "create directory", err);
             return None;
         }
-        if self.is_mount_point(&meta) {
+        if mount_point {
             // A mount point: the directory exists on the new root, with
             // the mounted filesystem's root metadata, and stays empty.
             Counters::add(&self.counters().mount_points, 1);
@@ -228,17 +269,32 @@ impl<'a> Walker<'a> {
         }
         Counters::add(&self.counters().dirs, 1);
         // Moved here or changed: what is below is compared entry by entry.
-        Some(self.open_dir(entry, meta, false))
+        Some(self.open_dir(entry, meta, false, names))
     }
 
-    /// Lists a source directory; in the second pass, also removes what the
-    /// target holds and the source no longer does.
-    fn open_dir(&mut self, entry: Entry, meta: Metadata, settled: bool) -> Frame {
-        let names = walk::list(&entry.source).unwrap_or_else(|err| {
-            // Still a frame, so the directory gets its metadata.
-            self.failed(&entry.source, "list directory", err);
-            Vec::new()
-        });
+    /// The names in a source directory, or `None` when it cannot be listed
+    /// (a garbled directory block: ext4 says EBADMSG). Then the directory
+    /// is named in the errors and not entered: its target keeps everything
+    /// it holds, and its metadata.
+    fn list_source(&self, entry: &Entry) -> Option<Vec<walk::Name>> {
+        match faults::check(&entry.source, Op::List).and_then(|()| walk::list(&entry.source)) {
+            Ok(names) => Some(names),
+            Err(err) => {
+                self.failed(&entry.source, "list directory", err);
+                None
+            }
+        }
+    }
+
+    /// The frame of a listed source directory; in the second pass, also
+    /// removes what the target holds and the source no longer does.
+    fn open_dir(
+        &mut self,
+        entry: Entry,
+        meta: Metadata,
+        settled: bool,
+        names: Vec<walk::Name>,
+    ) -> Frame {
         // A directory whose inode did not change since the last complete
         // copy gained and lost no names: its target has nothing extra.
         if self.pass == Pass::Second && !self.quiet(&meta) {
@@ -252,6 +308,7 @@ impl<'a> Walker<'a> {
             names: names.into_iter(),
             meta,
             settled,
+            renames: false,
         }
     }
 
@@ -278,16 +335,16 @@ impl<'a> Walker<'a> {
 
     /// Metadata of a directory, now that everything in it exists.
     fn leave_dir(&mut self, frame: Frame) {
-        if self.quiet(&frame.meta) && self.target_matches(&frame.meta, &frame.target) {
-            return;
+        let settled = self.quiet(&frame.meta) && self.target_matches(&frame.meta, &frame.target);
+        if !settled {
+            self.apply_by_path(
+                &frame.source,
+                &frame.target,
+                &frame.meta,
+                Node::Path(&frame.target),
+            );
         }
-        self.apply_by_path(
-            &frame.source,
-            &frame.target,
-            &frame.meta,
-            Node::Path(&frame.target),
-        );
-        if self.workers_create_files() {
+        if frame.renames || (!settled && self.workers_create_files()) {
             self.deferred_times
                 .push((frame.target, meta::Times::of(&frame.meta)));
         }
@@ -307,7 +364,8 @@ impl<'a> Walker<'a> {
     }
 
     /// Applies metadata read by path (directories, symlinks, specials, and
-    /// unchanged files in the second pass).
+    /// unchanged files in the second pass). When the source's xattrs cannot
+    /// be read, nothing is applied: the target keeps its own metadata.
     fn apply_by_path(&self, source: &Path, target: &Path, meta: &Metadata, node: Node) {
         let source_node = match node {
             Node::Symlink(_) => Node::Symlink(source),
@@ -315,10 +373,7 @@ impl<'a> Walker<'a> {
         };
         let xattrs = match meta::read_xattrs(source_node) {
             Ok(xattrs) => xattrs,
-            Err(err) => {
-                self.failed(source, "read xattrs", err);
-                Vec::new()
-            }
+            Err(err) => return self.failed(source, "read xattrs", err),
         };
         let existing = match self.pass {
             Pass::First => None,
@@ -369,7 +424,7 @@ impl<'a> Walker<'a> {
         if let Some(target) = &existing {
             let same_kind = target.file_type().is_file()
                 // A target linked to other names the source no longer
-                // shares must not be rewritten in place.
+                // shares must not be compared as the source's copy.
                 && !(target.nlink() > 1 && meta.nlink() == 1);
             if same_kind && target.size() == meta.size() && same_mtime(target, meta) {
                 let quiet = self.quiet(meta);
@@ -382,10 +437,13 @@ impl<'a> Walker<'a> {
                 // check misses), so they are compared.
                 let inode_changed = !quiet && self.options.changed_since.is_some();
                 if self.options.checksum || inode_changed {
-                    self.submit(Job::Verify {
-                        source: entry.source.clone(),
-                        target: entry.target.clone(),
-                    });
+                    self.rewrite(
+                        Job::Verify {
+                            source: entry.source.clone(),
+                            target: entry.target.clone(),
+                        },
+                        meta,
+                    );
                 } else {
                     Counters::add(&self.counters().unchanged, 1);
                     self.apply_by_path(
@@ -397,14 +455,20 @@ impl<'a> Walker<'a> {
                 }
                 return;
             }
-            if !same_kind {
-                if let Err(err) = nodes::remove_any(&entry.target) {
-                    self.hardlinks.forget(meta.dev(), meta.ino());
-                    return self.failed(&entry.target, "remove to make a file", err);
-                }
-            }
         }
-        if existing.is_none() && meta.nlink() == 1 && self.workers_create_files() {
+        if self.pass == Pass::Second {
+            // Whatever the target has under the name stays until a
+            // complete copy replaces it.
+            return self.rewrite(
+                Job::Replace {
+                    source: entry.source.clone(),
+                    target: entry.target.clone(),
+                },
+                meta,
+            );
+        }
+        // The first pass writes in place: the target is new.
+        if meta.nlink() == 1 && self.workers_create_files() {
             // Hard-linked files stay with the walker: their later names
             // are linked to the first one, which must exist by then.
             return self.submit(Job::Create {
@@ -415,7 +479,7 @@ impl<'a> Walker<'a> {
         let file = match nodes::create_file(&entry.target) {
             Ok(file) => file,
             // Something else has the name (an interrupted earlier run).
-            Err(err) if workers::is_name_taken(&err) && self.pass == Pass::First => {
+            Err(err) if workers::is_name_taken(&err) => {
                 match nodes::remove_any(&entry.target)
                     .and_then(|()| nodes::create_file(&entry.target))
                 {
@@ -436,6 +500,35 @@ impl<'a> Walker<'a> {
             target: entry.target.clone(),
             file,
         });
+    }
+
+    /// A second-pass job, which may rename a new copy into the directory.
+    /// A hard-linked inode's first name is done here, before the walk goes
+    /// on: its later names are linked to the new inode (or, when it could
+    /// not be copied, copy it themselves).
+    fn rewrite(&mut self, job: Job, meta: &Metadata) {
+        if meta.nlink() > 1 {
+            if !self.run_here(job) {
+                self.hardlinks.forget(meta.dev(), meta.ino());
+            }
+            return;
+        }
+        self.pool_renames = matches!(self.dispatch, Dispatch::Pool(_));
+        self.submit(job);
+    }
+
+    /// Runs `job` in the walker's thread; returns whether it copied.
+    fn run_here(&mut self, job: Job) -> bool {
+        let shared = self.shared;
+        match &mut self.dispatch {
+            Dispatch::Inline(copier) => workers::run(job, copier, shared),
+            Dispatch::Pool(_) => {
+                let copier = self
+                    .own_copier
+                    .get_or_insert_with(|| DataCopier::new(shared.stop, &shared.counters.bytes));
+                workers::run(job, copier, shared)
+            }
+        }
     }
 
     /// Another name of an inode copied earlier in this pass.
@@ -544,11 +637,12 @@ impl<'a> Walker<'a> {
                 // Workers only stop after the sender is dropped, so a send
                 // fails only if they all panicked: run the job here then.
                 if let Err(crossbeam_channel::SendError(job)) = sender.send(job) {
-                    let mut copier = DataCopier::new(self.shared.stop, &self.shared.counters.bytes);
-                    workers::run(job, &mut copier, self.shared);
+                    self.run_here(job);
                 }
             }
-            Dispatch::Inline(copier) => workers::run(job, copier, self.shared),
+            Dispatch::Inline(copier) => {
+                workers::run(job, copier, self.shared);
+            }
         }
     }
 }

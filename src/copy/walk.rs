@@ -34,6 +34,12 @@ pub fn list(dir: &Path) -> io::Result<Vec<Name>> {
     Ok(names)
 }
 
+/// The entry's own metadata (a symlink's, not its target's).
+pub fn stat(path: &Path) -> io::Result<std::fs::Metadata> {
+    super::faults::check(path, super::faults::Op::Stat)?;
+    std::fs::symlink_metadata(path)
+}
+
 /// Does a rule leave out `relative` (a path below the source root; the root
 /// itself, the empty path, is never left out)?
 pub fn is_excluded(exclusions: &[Exclusion], relative: &Path) -> bool {
@@ -55,6 +61,9 @@ pub struct Frame {
     /// are unchanged since then, so no name in it was added, removed or
     /// renamed, and none of its ancestors was moved.
     pub settled: bool,
+    /// A worker may rename a new copy into the target directory after the
+    /// walker left it: its times are set again at the end.
+    pub renames: bool,
 }
 
 #[cfg(test)]
