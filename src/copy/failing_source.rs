@@ -367,3 +367,41 @@ fn a_first_copy_names_an_unlistable_directory_and_an_unreadable_file() {
     assert!(shown.contains("/s/broken: copy data"), "{shown}");
     assert_eq!(std::fs::read(target.join("fine")).unwrap(), b"fine");
 }
+
+/// A directory gone between its parent's listing and its own: in a first
+/// copy only counted (the target has nothing to keep), in a second pass
+/// named, with the target's copy kept.
+#[test]
+fn a_directory_gone_before_its_listing_is_named_where_the_target_keeps_it() {
+    for threads in [0, 2] {
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let (source, target) = (dir.path().join("s"), dir.path().join("t"));
+        std::fs::create_dir_all(source.join("gone")).unwrap();
+        std::fs::write(source.join("gone/f"), "f").unwrap();
+        faults::inject(&source.join("gone"), Op::List, libc::ENOENT);
+        let first = copy_tree(
+            &source,
+            &target,
+            &options(threads, None),
+            &AtomicBool::new(false),
+            &|_| {},
+        )
+        .unwrap();
+        assert_eq!(first.error_count, 0, "{}", first.errors_shown(10));
+        assert_eq!(first.vanished, 1);
+        assert!(!target.join("gone").exists());
+
+        faults::clear(&source.join("gone"));
+        let trees = Trees {
+            _dir: dir,
+            source,
+            target,
+        };
+        pass(&trees, threads);
+        assert!(trees.target.join("gone/f").exists());
+        faults::inject(&trees.source.join("gone"), Op::List, libc::ENOENT);
+        let stats = pass(&trees, threads);
+        names_only(&stats, &trees.source.join("gone"), libc::ENOENT);
+        assert!(trees.target.join("gone/f").exists());
+    }
+}

@@ -38,6 +38,7 @@ mod failing_source;
 mod faults;
 mod file;
 mod hardlinks;
+mod lookahead;
 mod meta;
 mod nodes;
 mod progress;
@@ -55,6 +56,7 @@ use crate::system::usage::Exclusion;
 use file::{DataCopier, StopFlags};
 use progress::Progress;
 use stats::Counters;
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -163,7 +165,26 @@ fn run_pass(
         },
         fatal: Mutex::new(None),
     };
+    // Where the walk stays: the root's filesystem (the walker checks the
+    // root itself and fails the copy if it cannot read it).
+    let root_dev = std::fs::symlink_metadata(source).map(|m| m.dev()).ok();
+    let lookahead = lookahead::Lookahead::new(lookahead::Filter {
+        rules: walk::Rules::new(&options.exclusions),
+        root_dev: root_dev.filter(|_| options.one_file_system),
+        second_pass: pass == Pass::Second,
+        quiet_before: options
+            .changed_since
+            .filter(|_| pass == Pass::Second && !options.checksum),
+    });
     let walked = std::thread::scope(|scope| {
+        // Closed when the walk ends, however it ends: the scope waits for
+        // these threads.
+        let _close = lookahead::CloseOnDrop(&lookahead);
+        if options.threads > 0 {
+            for _ in 0..lookahead::THREADS {
+                scope.spawn(|| lookahead.serve());
+            }
+        }
         let dispatch = if options.threads == 0 {
             Dispatch::Inline(DataCopier::new(shared.stop, &counters.bytes))
         } else {
@@ -193,6 +214,9 @@ fn run_pass(
             dispatch,
             Progress::new(progress, &counters),
         );
+        if options.threads > 0 {
+            walker = walker.reading_ahead(&lookahead);
+        }
         let walked = walker.run();
         let deferred_times = walker.take_deferred_times();
         // Dropping the walker drops the sender: workers finish the queue

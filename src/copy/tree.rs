@@ -13,9 +13,9 @@
 //! keeps its target entry, and files are replaced only by complete copies
 //! (see `workers`).
 
-use super::faults::{self, Op};
 use super::file::DataCopier;
 use super::hardlinks::{HardlinkMap, LinkAction};
+use super::lookahead::{self, Dir, Key, Listing, Lookahead};
 use super::meta::{self, Node};
 use super::nodes;
 use super::progress::Progress;
@@ -24,7 +24,7 @@ use super::walk::{self, Frame};
 use super::workers::{self, Job, Shared};
 use super::CopyOptions;
 use std::collections::HashSet;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fs::Metadata;
 use std::io;
 use std::os::unix::fs::MetadataExt;
@@ -53,6 +53,11 @@ pub struct Walker<'a> {
     pub shared: &'a Shared<'a>,
     pub dispatch: Dispatch<'a>,
     pub progress: Progress<'a>,
+    /// Threads reading the source's metadata ahead, when the copy has
+    /// worker threads.
+    lookahead: Option<&'a Lookahead>,
+    /// The exclusions, as checked for each entry.
+    rules: walk::Rules,
     hardlinks: HardlinkMap,
     root_dev: u64,
     /// Directories whose times must be set again after the workers finish.
@@ -64,6 +69,24 @@ pub struct Walker<'a> {
     /// A job just handed to the pool may rename into the current
     /// directory after the walker has left it.
     pool_renames: bool,
+    /// The entry just visited was compared with its target (it was not
+    /// taken as it is for being quiet in a settled directory).
+    compared: bool,
+}
+
+/// A listed source directory and its key.
+struct Listed {
+    names: Vec<(walk::Name, io::Result<Metadata>)>,
+    key: Key,
+}
+
+impl Listed {
+    fn empty() -> Listed {
+        Listed {
+            names: Vec::new(),
+            key: Key::new(),
+        }
+    }
 }
 
 /// One entry below a listed directory.
@@ -91,12 +114,21 @@ impl<'a> Walker<'a> {
             shared,
             dispatch,
             progress,
+            lookahead: None,
+            rules: walk::Rules::new(&options.exclusions),
             hardlinks: HardlinkMap::new(),
             root_dev: 0,
             deferred_times: Vec::new(),
             own_copier: None,
             pool_renames: false,
+            compared: false,
         }
+    }
+
+    /// Takes the source's listings from `lookahead` (see there).
+    pub fn reading_ahead(mut self, lookahead: &'a Lookahead) -> Walker<'a> {
+        self.lookahead = Some(lookahead);
+        self
     }
 
     fn counters(&self) -> &'a Counters {
@@ -124,7 +156,7 @@ impl<'a> Walker<'a> {
             relative: PathBuf::new(),
         };
         let settled = self.quiet(&root_meta);
-        let Some(names) = self.list_source(&root) else {
+        let Some(names) = self.list_source(&root, Key::new(), settled, &root_meta) else {
             return Ok(()); // named in the errors; the target is left alone
         };
         let mut stack = vec![self.open_dir(root, root_meta, settled, names)];
@@ -133,19 +165,16 @@ impl<'a> Walker<'a> {
                 return Ok(());
             }
             self.progress.tick();
+            let index = frame.next;
             match frame.names.next() {
-                Some(name) => {
-                    let entry = Entry {
-                        source: frame.source.join(&name.name),
-                        target: frame.target.join(&name.name),
-                        relative: frame.relative.join(&name.name),
-                    };
-                    let settled = frame.settled;
-                    let child = self.visit(entry, settled);
-                    if std::mem::take(&mut self.pool_renames) {
-                        if let Some(frame) = stack.last_mut() {
-                            frame.renames = true;
-                        }
+                Some((name, meta)) => {
+                    frame.next += 1;
+                    let child = self.visit(&*frame, index, &name.name, meta);
+                    let renames = std::mem::take(&mut self.pool_renames);
+                    let compared = std::mem::take(&mut self.compared);
+                    if let Some(frame) = stack.last_mut() {
+                        frame.renames |= renames;
+                        frame.compared |= compared;
                     }
                     if let Some(child) = child {
                         stack.push(child);
@@ -165,28 +194,48 @@ impl<'a> Walker<'a> {
         self.shared.failed(path, operation, err);
     }
 
-    /// Copies one entry; returns the frame of a directory to descend into.
-    /// `in_settled` says the entry's directory is settled (see
-    /// [`Frame::settled`]).
-    fn visit(&mut self, entry: Entry, in_settled: bool) -> Option<Frame> {
-        if walk::is_excluded(&self.options.exclusions, &entry.relative) {
+    /// Copies the entry `name`, the `index`-th of `parent`'s listing, whose
+    /// stat was taken when its directory was listed; returns the frame of a
+    /// directory to descend into.
+    fn visit(
+        &mut self,
+        parent: &Frame,
+        index: u32,
+        name: &OsStr,
+        stat: io::Result<Metadata>,
+    ) -> Option<Frame> {
+        if self.rules.excludes_child(&parent.relative, name) {
             Counters::add(&self.counters().excluded, 1);
             return None;
         }
-        let meta = match walk::stat(&entry.source) {
+        let in_settled = parent.settled;
+        let key = || {
+            let mut key = parent.key.clone();
+            key.push(index);
+            key
+        };
+        // Paths are joined only for an entry that needs them: most of a
+        // quiet tree's entries do not.
+        let entry = || Entry {
+            source: parent.source.join(name),
+            target: parent.target.join(name),
+            relative: parent.relative.join(name),
+        };
+        let meta = match stat {
             Ok(meta) => meta,
             Err(err) if err.kind() == io::ErrorKind::NotFound => {
                 // Gone since its directory was listed. Whatever the target
                 // has under the name stays: this pass cannot tell a
                 // deletion from a source that failed to show it.
                 Counters::add(&self.counters().vanished, 1);
+                let entry = entry();
                 if std::fs::symlink_metadata(&entry.target).is_ok() {
                     self.failed(&entry.source, workers::GONE, err);
                 }
                 return None;
             }
             Err(err) => {
-                self.failed(&entry.source, "stat", err);
+                self.failed(&entry().source, "stat", err);
                 return None;
             }
         };
@@ -198,13 +247,16 @@ impl<'a> Walker<'a> {
         // in it may have changed without changing the directory.
         if in_settled && self.quiet(&meta) {
             if meta.is_dir() && !self.is_mount_point(&meta) {
-                let names = self.list_source(&entry)?;
+                let entry = entry();
+                let names = self.list_source(&entry, key(), true, &meta)?;
                 Counters::add(&self.counters().dirs, 1);
                 return Some(self.open_dir(entry, meta, true, names));
             }
             Counters::add(&self.counters().unchanged, 1);
             return None;
         }
+        self.compared = true;
+        let entry = entry();
         // The second pass compares with what the first left; the first
         // assumes an empty target and clears the way only when a name is
         // taken (an interrupted earlier run).
@@ -214,7 +266,7 @@ impl<'a> Walker<'a> {
         };
         let file_type = meta.file_type();
         if file_type.is_dir() {
-            self.visit_dir(entry, meta, existing)
+            self.visit_dir(entry, meta, existing, key())
         } else if file_type.is_file() {
             self.visit_file(&entry, &meta, existing);
             None
@@ -236,14 +288,15 @@ impl<'a> Walker<'a> {
         entry: Entry,
         meta: Metadata,
         existing: Option<Metadata>,
+        key: Key,
     ) -> Option<Frame> {
         let mount_point = self.is_mount_point(&meta);
         // Listed first: a directory that cannot be listed changes nothing
         // on the target, not even what stands under its name there.
         let names = if mount_point {
-            Vec::new()
+            Listed::empty()
         } else {
-            self.list_source(&entry)?
+            self.list_source(&entry, key, false, &meta)?
         };
         if existing.as_ref().is_some_and(|t| !t.is_dir()) {
             if let Err(err) = nodes::remove_any(&entry.target) {
@@ -272,13 +325,42 @@ impl<'a> Walker<'a> {
         Some(self.open_dir(entry, meta, false, names))
     }
 
-    /// The names in a source directory, or `None` when it cannot be listed
-    /// (a garbled directory block: ext4 says EBADMSG). Then the directory
-    /// is named in the errors and not entered: its target keeps everything
-    /// it holds, and its metadata.
-    fn list_source(&self, entry: &Entry) -> Option<Vec<walk::Name>> {
-        match faults::check(&entry.source, Op::List).and_then(|()| walk::list(&entry.source)) {
-            Ok(names) => Some(names),
+    /// The names in a source directory with their metadata, or `None`
+    /// when it cannot be listed (a garbled directory block: ext4 says
+    /// EBADMSG). Then the directory is named in the errors and not entered:
+    /// its target keeps everything it holds, and its metadata.
+    /// `settled` is the frame's [`Frame::settled`].
+    fn list_source(
+        &self,
+        entry: &Entry,
+        key: Key,
+        settled: bool,
+        meta: &Metadata,
+    ) -> Option<Listed> {
+        let listing: Listing = match self.lookahead {
+            Some(lookahead) => {
+                let dir = Dir {
+                    source: entry.source.clone(),
+                    target: entry.target.clone(),
+                    relative: entry.relative.clone(),
+                    settled,
+                    quiet: self.quiet(meta),
+                };
+                lookahead.take(&key, dir)
+            }
+            None => lookahead::fetch(&entry.source),
+        };
+        match listing {
+            Ok(names) => Some(Listed { names, key }),
+            // Gone since its parent was listed: named only where the target
+            // keeps something under its name (as for any entry).
+            Err(err)
+                if err.kind() == io::ErrorKind::NotFound
+                    && std::fs::symlink_metadata(&entry.target).is_err() =>
+            {
+                Counters::add(&self.counters().vanished, 1);
+                None
+            }
             Err(err) => {
                 self.failed(&entry.source, "list directory", err);
                 None
@@ -288,27 +370,24 @@ impl<'a> Walker<'a> {
 
     /// The frame of a listed source directory; in the second pass, also
     /// removes what the target holds and the source no longer does.
-    fn open_dir(
-        &mut self,
-        entry: Entry,
-        meta: Metadata,
-        settled: bool,
-        names: Vec<walk::Name>,
-    ) -> Frame {
+    fn open_dir(&mut self, entry: Entry, meta: Metadata, settled: bool, listed: Listed) -> Frame {
         // A directory whose inode did not change since the last complete
         // copy gained and lost no names: its target has nothing extra.
         if self.pass == Pass::Second && !self.quiet(&meta) {
-            let keep: HashSet<&OsString> = names.iter().map(|n| &n.name).collect();
+            let keep: HashSet<&OsString> = listed.names.iter().map(|(n, _)| &n.name).collect();
             self.remove_extra(&entry, &keep);
         }
         Frame {
             source: entry.source,
             target: entry.target,
             relative: entry.relative,
-            names: names.into_iter(),
+            names: listed.names.into_iter(),
+            next: 0,
+            key: listed.key,
             meta,
             settled,
             renames: false,
+            compared: false,
         }
     }
 
@@ -320,9 +399,7 @@ impl<'a> Walker<'a> {
             Err(err) => return self.failed(&dir.target, "list target directory", err),
         };
         for name in present {
-            if keep.contains(&name.name)
-                || walk::is_excluded(&self.options.exclusions, &dir.relative.join(&name.name))
-            {
+            if keep.contains(&name.name) || self.rules.excludes_child(&dir.relative, &name.name) {
                 continue;
             }
             let path = dir.target.join(&name.name);
@@ -335,7 +412,15 @@ impl<'a> Walker<'a> {
 
     /// Metadata of a directory, now that everything in it exists.
     fn leave_dir(&mut self, frame: Frame) {
-        let settled = self.quiet(&frame.meta) && self.target_matches(&frame.meta, &frame.target);
+        if let Some(lookahead) = self.lookahead {
+            lookahead.forget_below(&frame.key);
+        }
+        // A quiet directory in a settled one, all of whose entries were
+        // quiet too, is as the last complete copy left it: nothing in it
+        // was written, so its target is not even looked at.
+        let settled = self.quiet(&frame.meta)
+            && ((frame.settled && !frame.compared)
+                || self.target_matches(&frame.meta, &frame.target));
         if !settled {
             self.apply_by_path(
                 &frame.source,
