@@ -519,8 +519,11 @@ impl<'a> Walker<'a> {
                 }
                 // Its inode changed since the last complete copy: its bytes
                 // may have, under the same size and mtime (what a quick
-                // check misses), so they are compared.
-                let inode_changed = !quiet && self.options.changed_since.is_some();
+                // check misses), so they are compared, unless the target
+                // was copied from it after that change.
+                let inode_changed = !quiet
+                    && self.options.changed_since.is_some()
+                    && !copied_after_its_change(meta, target);
                 if self.options.checksum || inode_changed {
                     self.rewrite(
                         Job::Verify {
@@ -732,6 +735,32 @@ impl<'a> Walker<'a> {
     }
 }
 
+/// Whether the target file was copied from the source after the source's
+/// inode last changed: the target inode was born (its btime) after the
+/// source's ctime. A copy is always a new inode, created before the
+/// source's data is read (`workers`: the first pass creates the file and
+/// then fills it, the second writes a new inode and renames it into place),
+/// and any change of the source's data moves its ctime; so a source whose
+/// ctime is older than the copy's birth holds the bytes the copy read. A
+/// change during the copy has a ctime after its birth, and is compared the
+/// next time. Metadata changes of the target (chmod, times) leave its
+/// birth alone. Without a btime, or with one in the future (a clock set
+/// back since), the bytes are compared.
+fn copied_after_its_change(source: &Metadata, target: &Metadata) -> bool {
+    let Ok(born) = target.created() else {
+        return false;
+    };
+    let Ok(born) = born.duration_since(std::time::UNIX_EPOCH) else {
+        return false;
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let changed = (source.ctime(), source.ctime_nsec());
+    let born_at = (born.as_secs() as i64, i64::from(born.subsec_nanos()));
+    born <= now && born_at > changed
+}
+
 fn same_mtime(a: &Metadata, b: &Metadata) -> bool {
     a.mtime() == b.mtime() && a.mtime_nsec() == b.mtime_nsec()
 }
@@ -913,6 +942,49 @@ mod tests {
             .unwrap();
         pass(&source, &target, Some(since));
         assert_eq!(std::fs::read(target.join("f")).unwrap(), b"after!");
+    }
+
+    /// A file changed just before a pass began is copied by it; the next
+    /// pass, whose window still covers that change, does not read it
+    /// again: the copy was born after the change. One rewritten (same size,
+    /// same mtime) after that copy is read and compared. (An injected read
+    /// error shows which files are read.)
+    #[test]
+    fn a_file_copied_after_its_change_is_not_compared_again() {
+        use super::super::faults::{self, Op};
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let (source, target) = (dir.path().join("s"), dir.path().join("t"));
+        std::fs::create_dir_all(&source).unwrap();
+        std::fs::write(source.join("copied"), "before").unwrap();
+        std::fs::write(source.join("rewritten"), "before").unwrap();
+        let since = copied(&source, &target);
+        std::fs::write(source.join("copied"), "changed, longer").unwrap();
+        // Past the kernel's coarse clock tick, which the copy's birth uses.
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(pass(&source, &target, Some(since)).files, 1);
+
+        std::thread::sleep(Duration::from_millis(20));
+        let rewritten = source.join("rewritten");
+        let mtime = std::fs::metadata(&rewritten).unwrap().modified().unwrap();
+        std::fs::write(&rewritten, "after!").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&rewritten)
+            .unwrap()
+            .set_modified(mtime)
+            .unwrap();
+        faults::inject(&source.join("copied"), Op::Read, libc::EIO);
+        faults::inject(&rewritten, Op::Read, libc::EIO);
+        let stats = pass(&source, &target, Some(since));
+        assert_eq!(stats.error_count, 1, "{}", stats.errors_shown(5));
+        assert_eq!(stats.errors[0].path, rewritten, "only this one is read");
+        faults::clear(&rewritten);
+        pass(&source, &target, Some(since));
+        assert_eq!(std::fs::read(target.join("rewritten")).unwrap(), b"after!");
+        assert_eq!(
+            std::fs::read(target.join("copied")).unwrap(),
+            b"changed, longer"
+        );
     }
 
     /// A file whose only change is an xattr (same size, same mtime) is
