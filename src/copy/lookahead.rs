@@ -278,7 +278,7 @@ impl Lookahead {
                     source: dir.source.join(&name.name),
                     target: dir.target.join(&name.name),
                     relative: dir.relative.join(&name.name),
-                    settled: dir.settled && quiet,
+                    settled: dir.settled && (quiet || dir.quiet),
                     quiet,
                 },
             );

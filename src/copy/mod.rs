@@ -84,8 +84,12 @@ pub struct CopyOptions {
     /// listing a directory's target for deletions. Any write, chmod,
     /// chown, xattr change, rename or new link of an inode moves its ctime,
     /// so only what changed is looked at closely: a changed file whose size
-    /// and mtime still match is compared byte for byte. Ignored with
-    /// `checksum`.
+    /// and mtime still match is compared byte for byte, unless the target's
+    /// copy was made after that change (its inode was born after the
+    /// source's ctime). The target of a directory whose own inode changed
+    /// is still its copy when its parent's names did not change (a quiet
+    /// parent: the directory was not moved), so its quiet entries are taken
+    /// as they are too. Ignored with `checksum`.
     pub changed_since: Option<i64>,
 }
 

@@ -155,11 +155,11 @@ impl<'a> Walker<'a> {
             target: self.target_root.to_path_buf(),
             relative: PathBuf::new(),
         };
-        let settled = self.quiet(&root_meta);
-        let Some(names) = self.list_source(&root, Key::new(), settled, &root_meta) else {
+        // The roots are each other's copy by definition.
+        let Some(names) = self.list_source(&root, Key::new(), true, &root_meta) else {
             return Ok(()); // named in the errors; the target is left alone
         };
-        let mut stack = vec![self.open_dir(root, root_meta, settled, names)];
+        let mut stack = vec![self.open_dir(root, root_meta, true, names)];
         while let Some(frame) = stack.last_mut() {
             if self.shared.stop.raised() {
                 return Ok(());
@@ -239,7 +239,8 @@ impl<'a> Walker<'a> {
                 return None;
             }
         };
-        // An unchanged inode under a name that is where it was: the target
+        // An unchanged inode (not even renamed or moved: that moves its
+        // ctime too) in a directory whose target is its copy: the target
         // has it as the last complete copy left it (the plan trusts ctimes
         // only while nothing else mounted the target since), so the target
         // is not even looked at. This halves the system calls of a sync in
@@ -257,6 +258,11 @@ impl<'a> Walker<'a> {
         }
         self.compared = true;
         let entry = entry();
+        // A directory whose own inode changed (entries added or removed, a
+        // chmod, or a move) in a quiet one, whose names did not change: it
+        // was not moved, so its target is still its copy (see
+        // [`Frame::settled`]).
+        let settled_below = in_settled && self.quiet(&parent.meta);
         // The second pass compares with what the first left; the first
         // assumes an empty target and clears the way only when a name is
         // taken (an interrupted earlier run).
@@ -266,7 +272,7 @@ impl<'a> Walker<'a> {
         };
         let file_type = meta.file_type();
         if file_type.is_dir() {
-            self.visit_dir(entry, meta, existing, key())
+            self.visit_dir(entry, meta, existing, key(), settled_below)
         } else if file_type.is_file() {
             self.visit_file(&entry, &meta, existing);
             None
@@ -283,20 +289,25 @@ impl<'a> Walker<'a> {
         }
     }
 
+    /// `settled` is what [`Frame::settled`] would be, if its target is a
+    /// directory already.
     fn visit_dir(
         &mut self,
         entry: Entry,
         meta: Metadata,
         existing: Option<Metadata>,
         key: Key,
+        settled: bool,
     ) -> Option<Frame> {
         let mount_point = self.is_mount_point(&meta);
+        // A directory the target lacks holds nothing of the source's.
+        let settled = settled && existing.as_ref().is_some_and(Metadata::is_dir);
         // Listed first: a directory that cannot be listed changes nothing
         // on the target, not even what stands under its name there.
         let names = if mount_point {
             Listed::empty()
         } else {
-            self.list_source(&entry, key, false, &meta)?
+            self.list_source(&entry, key, settled, &meta)?
         };
         if existing.as_ref().is_some_and(|t| !t.is_dir()) {
             if let Err(err) = nodes::remove_any(&entry.target) {
@@ -321,8 +332,9 @@ impl<'a> Walker<'a> {
             return None;
         }
         Counters::add(&self.counters().dirs, 1);
-        // Moved here or changed: what is below is compared entry by entry.
-        Some(self.open_dir(entry, meta, false, names))
+        // Changed, or moved here (then what is below is compared entry by
+        // entry).
+        Some(self.open_dir(entry, meta, settled, names))
     }
 
     /// The names in a source directory with their metadata, or `None`
@@ -827,12 +839,11 @@ mod tests {
     /// closely only at what changed since: a quiet entry in a settled
     /// directory is not looked at on the target at all (a target-only mode
     /// and xattr stay, as a pass never makes them: the plan trusts ctimes
-    /// only while nothing else mounted the target); in a directory that
-    /// changed, a quiet entry's owner, mode and times are compared from its
-    /// target's stat, but its xattrs are not read; and every kind of change
-    /// on the source (data of the same size and mtime aside, which moves
-    /// ctime too: a mode, an xattr, a deletion in a quiet tree) is carried
-    /// over.
+    /// only while nothing else mounted the target), also in a directory
+    /// that changed but sits in a quiet one (it was not moved); and every
+    /// kind of change on the source (data of the same size and mtime aside,
+    /// which moves ctime too: a mode, an xattr, a deletion in a quiet tree)
+    /// is carried over.
     #[test]
     fn a_pass_with_changed_since_skips_quiet_entries_and_catches_changed_ones() {
         let dir = tempfile::tempdir_in("/var/tmp").unwrap();
@@ -843,8 +854,7 @@ mod tests {
         }
         let since = copied(&source, &target);
 
-        // The target alone changed (as a pass never would): seen only
-        // where the directory changed, from the stat; xattrs never read.
+        // The target alone changed (as a pass never would): not seen.
         std::fs::set_permissions(target.join("a"), std::fs::Permissions::from_mode(0o600)).unwrap();
         std::fs::set_permissions(target.join("d/e/h"), std::fs::Permissions::from_mode(0o600))
             .unwrap();
@@ -872,8 +882,8 @@ mod tests {
         );
         assert_eq!(
             mode(&target.join("d/e/h")),
-            0o644,
-            "the stat of a quiet file in a changed directory is compared"
+            0o600,
+            "nor is one in a changed directory that was not moved"
         );
         if with_xattr {
             assert!(xattr::get(target.join("d/c"), "user.extra")
@@ -892,31 +902,37 @@ mod tests {
         }
     }
 
-    /// Two directories that swapped names since the last copy: their
-    /// contents are quiet (moving a directory changes only its own ctime),
-    /// but below a moved directory nothing is settled, so the target's
-    /// same-named entries, the other directory's, are compared and replaced.
+    /// Two directories that swapped names since the last copy, at the top
+    /// or one level down (in a directory whose own parent stays quiet):
+    /// their contents are quiet (moving a directory changes only its own
+    /// ctime, and its parents'), but below a moved directory nothing is
+    /// settled, so the target's same-named entries, the other directory's,
+    /// are compared and replaced.
     #[test]
     fn below_a_moved_directory_quiet_entries_are_compared() {
-        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
-        let (source, target) = (dir.path().join("s"), dir.path().join("t"));
-        for (name, bytes) in [("a", "from a, longer"), ("b", "from b")] {
-            std::fs::create_dir_all(source.join(name).join("sub")).unwrap();
-            std::fs::write(source.join(name).join("x"), bytes).unwrap();
-            std::fs::write(source.join(name).join("sub/y"), bytes).unwrap();
-        }
-        let since = copied(&source, &target);
-        std::fs::rename(source.join("a"), source.join("tmp")).unwrap();
-        std::fs::rename(source.join("b"), source.join("a")).unwrap();
-        std::fs::rename(source.join("tmp"), source.join("b")).unwrap();
+        for top in ["", "deep/"] {
+            let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+            let (source, target) = (dir.path().join("s"), dir.path().join("t"));
+            let at = |name: &str| source.join(format!("{top}{name}"));
+            for (name, bytes) in [("a", "from a, longer"), ("b", "from b")] {
+                std::fs::create_dir_all(at(name).join("sub")).unwrap();
+                std::fs::write(at(name).join("x"), bytes).unwrap();
+                std::fs::write(at(name).join("sub/y"), bytes).unwrap();
+            }
+            let since = copied(&source, &target);
+            std::fs::rename(at("a"), at("tmp")).unwrap();
+            std::fs::rename(at("b"), at("a")).unwrap();
+            std::fs::rename(at("tmp"), at("b")).unwrap();
 
-        pass(&source, &target, Some(since));
-        for name in ["a/x", "a/sub/y", "b/x", "b/sub/y"] {
-            assert_eq!(
-                std::fs::read(target.join(name)).unwrap(),
-                std::fs::read(source.join(name)).unwrap(),
-                "{name}"
-            );
+            pass(&source, &target, Some(since));
+            for name in ["a/x", "a/sub/y", "b/x", "b/sub/y"] {
+                let name = format!("{top}{name}");
+                assert_eq!(
+                    std::fs::read(target.join(&name)).unwrap(),
+                    std::fs::read(source.join(&name)).unwrap(),
+                    "{name}"
+                );
+            }
         }
     }
 

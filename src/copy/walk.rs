@@ -123,10 +123,15 @@ pub struct Frame {
     pub key: Vec<u32>,
     /// The source directory's metadata, applied when it is left.
     pub meta: std::fs::Metadata,
-    /// Whether the target directory is known to hold, name for name, what
-    /// the last complete copy left: its source inode and every ancestor's
-    /// are unchanged since then, so no name in it was added, removed or
-    /// renamed, and none of its ancestors was moved.
+    /// Whether the target directory is known to be this directory's copy
+    /// as the last complete copy left it, so that an entry of it whose
+    /// inode is quiet (unchanged, not even renamed or moved: either moves
+    /// its ctime) has its copy under the same name. True for the root;
+    /// below, for a directory that is quiet itself, or whose parent is
+    /// quiet (no name in the parent was added, removed or renamed, so the
+    /// directory is the one that was there), when its parent is settled.
+    /// A directory moved (its ctime moves) within or into a directory whose
+    /// names changed is not settled, nor is anything below it.
     pub settled: bool,
     /// A worker may rename a new copy into the target directory after the
     /// walker left it: its times are set again at the end.
