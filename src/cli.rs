@@ -19,7 +19,8 @@ use std::path::PathBuf;
                   safely (plan first, never touch the source disk), measurably and provably bootable.\n\n\
                   Exit codes: 0 success, 1 error, 2 bad usage, 3 refused (the plan cannot be made; \
                   every reason is printed), 4 nothing to verify (verify: no migration journal, or \
-                  no reboot yet), 5 verification failed (verify: the output says how to roll back)."
+                  no reboot yet), 5 verification failed (verify: the output says how to roll back), \
+                  130 interrupted (Ctrl-C, SIGTERM)."
 )]
 pub struct Cli {
     /// Print machine-readable JSON (a versioned schema) instead of text.

@@ -16,6 +16,7 @@ pub mod host;
 pub mod plan;
 pub mod privilege;
 pub mod recommend;
+pub mod signals;
 pub mod space;
 pub mod sync;
 pub mod sys64;

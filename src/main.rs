@@ -7,7 +7,8 @@ fn main() -> ExitCode {
     match pimigrate::commands::run(&cli) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
-            eprintln!("pimigrate: {err:#}");
+            // Not eprintln!, which panics when the terminal has gone away.
+            pimigrate::signals::eprint_line(&format!("pimigrate: {err:#}"));
             ExitCode::from(pimigrate::exit::EXIT_ERROR)
         }
     }

@@ -21,17 +21,24 @@ impl MigrationLog {
     /// Creates a new log file in `dir` (created if missing). Never reuses a
     /// file: two migrations in one second get `-2`, `-3`, ...
     pub fn create(dir: &Path) -> Result<MigrationLog> {
+        MigrationLog::create_named(dir, "migrate")
+    }
+
+    /// As [`MigrationLog::create`], for another command: `<what>-<UTC time>.log`.
+    pub fn create_named(dir: &Path, what: &str) -> Result<MigrationLog> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("creating the log directory {}", dir.display()))?;
         let stamp = utc_text(unix_now(), true);
         let mut attempt = 1;
         loop {
             let name = match attempt {
-                1 => format!("migrate-{stamp}.log"),
-                n => format!("migrate-{stamp}-{n}.log"),
+                1 => format!("{what}-{stamp}.log"),
+                n => format!("{what}-{stamp}-{n}.log"),
             };
             let path = dir.join(name);
-            match File::options().write(true).create_new(true).open(&path) {
+            // Appending: after a hang-up stderr is this file too
+            // (`crate::signals::output_to`), and both add to its end.
+            match File::options().append(true).create_new(true).open(&path) {
                 Ok(file) => {
                     return Ok(MigrationLog {
                         path,

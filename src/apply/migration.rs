@@ -175,15 +175,21 @@ pub fn apply_with_progress(
     // Created before the first write, so a migration that cannot keep a
     // log does not start.
     let log = MigrationLog::create(&system.host.path(&system.host.log_dir))?;
+    // A terminal that goes away from here on leaves the migration running,
+    // its output in this log (`crate::signals`).
+    crate::signals::output_to(log.path())?;
     log_start(&log, &journal, purpose);
     let bar = display
         .copy_bar
         .then(|| copy_bar(journal.plan.copy.space.used_bytes));
     let step = |message: &str| {
         log.line(message);
+        // After a hang-up stderr is this log, which has the line already.
         match &bar {
             Some(bar) => bar.println(format!("==> {message}")),
-            None if display.step_lines => eprintln!("==> {message}"),
+            None if display.step_lines && !crate::signals::hung_up() => {
+                crate::signals::eprint_line(&format!("==> {message}"))
+            }
             None => {}
         }
     };
@@ -210,14 +216,20 @@ pub fn apply_with_progress(
                 "next:\n{}",
                 next_steps(&journal.plan, purpose).join("\n")
             ));
-            if display.step_lines {
-                eprintln!("==> the full log is in {}", log.path().display());
+            if display.step_lines && !crate::signals::hung_up() {
+                crate::signals::eprint_line(&format!(
+                    "==> the full log is in {}",
+                    log.path().display()
+                ));
             }
         }
         Err(err) => {
             log.line(&format!("error: {err:#}"));
             // Shown even with -q: it is what a bug report needs.
-            eprintln!("pimigrate: the full log is in {}", log.path().display());
+            crate::signals::eprint_line(&format!(
+                "pimigrate: the full log is in {}",
+                log.path().display()
+            ));
         }
     }
     result
@@ -243,7 +255,10 @@ fn log_start(log: &MigrationLog, journal: &Journal, purpose: Purpose) {
 }
 
 fn copy_bar(total: u64) -> indicatif::ProgressBar {
-    let bar = indicatif::ProgressBar::new(total);
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(total),
+        crate::ui::stderr_term::draw_target(),
+    );
     let style = indicatif::ProgressStyle::with_template(
         "{bar:30} {bytes}/{total_bytes} {binary_bytes_per_sec} {msg} ETA {eta}",
     )

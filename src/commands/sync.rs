@@ -5,9 +5,11 @@
 use super::plan::print_refusal;
 use super::print_json;
 use crate::apply::journal::Journal;
+use crate::apply::log::MigrationLog;
 use crate::cli::{Cli, SyncArgs};
 use crate::exit::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED};
 use crate::host::Host;
+use crate::signals::Hangup;
 use crate::sync::apply::{apply, SyncContext, SyncOutcome};
 use crate::sync::plan::{plan_sync, SyncPlan};
 use crate::sync::record::{mark_failed, StandbyRecord};
@@ -19,7 +21,6 @@ use serde::Serialize;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Serialize)]
@@ -80,19 +81,30 @@ pub fn run(cli: &Cli, args: &SyncArgs, host: &Host) -> Result<u8> {
         }
         return Ok(EXIT_OK);
     }
-    confirm(args, &plan)?;
-    let cancel = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, Arc::clone(&cancel))
-            .context("installing the Ctrl-C handler")?;
+    // Ctrl-C stops at the next step; a closed terminal does not stop the
+    // sync: its output goes to the sync's log.
+    let cancel = crate::signals::install(Hangup::CarriesOn)?;
+    let confirmed = confirm(args, &plan);
+    if cancel.load(Ordering::SeqCst) {
+        crate::signals::eprint_line("pimigrate: interrupted; nothing was written");
+        return Ok(EXIT_INTERRUPTED);
     }
-    let outcome = run_with_progress(cli, args, &system, &plan, record.as_ref(), &cancel);
+    confirmed?;
+    let log = MigrationLog::create_named(&host.path(&host.log_dir), "sync")?;
+    crate::signals::output_to(log.path())?;
+    log.line(&format!(
+        "pimigrate {} syncing the standby {}",
+        env!("PIMIGRATE_VERSION"),
+        plan.standby.disk.path.display()
+    ));
+    let outcome = run_with_progress(cli, args, &system, &plan, record.as_ref(), &cancel, &log);
     let outcome = match outcome {
         Ok(outcome) => outcome,
         Err(err) => {
             let _ = mark_failed(&state_dir, &format!("{err:#}"));
+            log.line(&format!("error: {err:#}"));
             if cancel.load(Ordering::SeqCst) {
-                eprintln!("pimigrate: interrupted; the standby is marked incomplete, and the next `sudo pimigrate sync` completes it");
+                crate::signals::eprint_line("pimigrate: interrupted; the standby is marked incomplete, and the next `sudo pimigrate sync` completes it");
                 return Ok(EXIT_INTERRUPTED);
             }
             return Err(err.context(format!(
@@ -102,6 +114,8 @@ pub fn run(cli: &Cli, args: &SyncArgs, host: &Host) -> Result<u8> {
         }
     };
     let bootable = outcome.bootable();
+    let text = render::outcome_text(&outcome, cli.quiet);
+    log.line(&format!("done\n{text}"));
     if cli.json {
         print_json(&SyncOutput {
             plan: Some(&plan),
@@ -109,8 +123,8 @@ pub fn run(cli: &Cli, args: &SyncArgs, host: &Host) -> Result<u8> {
             bootable: Some(bootable),
             ..SyncOutput::new("synced")
         })?;
-    } else {
-        print!("{}", render::outcome_text(&outcome, cli.quiet));
+    } else if !crate::signals::hung_up() {
+        crate::signals::print(&text);
     }
     Ok(if bootable { EXIT_OK } else { EXIT_FAILED })
 }
@@ -124,10 +138,12 @@ fn run_with_progress(
     plan: &SyncPlan,
     record: Option<&StandbyRecord>,
     cancel: &AtomicBool,
+    log: &MigrationLog,
 ) -> Result<SyncOutcome> {
     let chatty = !cli.json && !cli.quiet;
     let bar = (chatty && std::io::stderr().is_terminal()).then(|| {
-        let bar = indicatif::ProgressBar::new_spinner();
+        let bar =
+            indicatif::ProgressBar::with_draw_target(None, crate::ui::stderr_term::draw_target());
         bar.enable_steady_tick(Duration::from_millis(200));
         bar
     });
@@ -150,15 +166,19 @@ fn run_with_progress(
                 timeout.as_secs()
             );
             let _ = mark_failed(&state_dir, &message);
-            eprintln!("pimigrate: {message}");
+            crate::signals::eprint_line(&format!("pimigrate: {message}"));
             std::process::exit(i32::from(crate::exit::EXIT_ERROR));
         }),
     );
     let step = |message: &str| {
         watchdog.advance();
+        log.line(message);
+        // After a hang-up stderr is the log, which has the line already.
         match &bar {
             Some(bar) => bar.println(format!("==> {message}")),
-            None if chatty => eprintln!("==> {message}"),
+            None if chatty && !crate::signals::hung_up() => {
+                crate::signals::eprint_line(&format!("==> {message}"))
+            }
             None => {}
         }
     };

@@ -7,6 +7,7 @@
 //! flow says that nothing was changed.
 
 pub mod scripted;
+pub mod stderr_term;
 pub mod terminal;
 
 pub use scripted::{Answer, ScriptedUi};

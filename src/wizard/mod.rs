@@ -72,6 +72,9 @@ pub enum WizardEnd {
     /// The person backed out (Esc, Ctrl-C) or typed the wrong name:
     /// nothing was written.
     Stopped,
+    /// Ctrl-C during the migration: it stopped at its next step, and
+    /// `migrate --resume` carries on (what was said).
+    Interrupted,
     NotConfirmed,
     /// The planner refused; every reason was shown.
     Refused,
