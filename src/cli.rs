@@ -247,6 +247,11 @@ pub struct WizardArgs {
     #[arg(long)]
     pub no_trial: bool,
 
+    /// The trial boot checks itself once it is up and commits when the
+    /// checks pass, or reboots to the SD card (as `migrate --auto-commit`).
+    #[arg(long, conflicts_with = "no_trial")]
+    pub auto_commit: bool,
+
     /// A full move: change the bootloader's config as the plan shows
     /// (apply), or only show it (instead of asking; unattended: show).
     #[arg(long, value_enum)]
@@ -366,6 +371,13 @@ pub struct PlanArgs {
     /// Change cmdline.txt directly, without a trial boot (same as --trial never).
     #[arg(long, conflicts_with = "trial")]
     pub no_trial: bool,
+
+    /// The trial boot checks itself once it is up (verify's checks) and
+    /// commits when they pass; when they fail it reboots without
+    /// committing, so the SD card starts as before. Either way the outcome
+    /// is recorded, and `pimigrate status` says what happened.
+    #[arg(long, conflicts_with = "no_trial")]
+    pub auto_commit: bool,
 
     /// Compare file contents in the copy's second pass, not only size and
     /// modification time (slower).
@@ -541,6 +553,7 @@ impl PlanArgs {
             checksum: self.checksum,
             boot_order: self.boot_order,
             handover: self.handover,
+            auto_commit: self.auto_commit,
         }
     }
 }
@@ -572,6 +585,7 @@ impl WizardArgs {
             boot_order: self.boot_order,
             handover: self.handover,
             reboot: self.reboot.then_some(true),
+            auto_commit: self.auto_commit,
             yes: self.yes,
             seed: self.seed,
         }

@@ -228,6 +228,11 @@ fn a_trial_boot_leaves_cmdline_txt_alone_and_rollback_removes_its_files() {
         trial.contains(&format!("root=PARTUUID={partuuid} ")),
         "{trial}"
     );
+    // What resets a trial that does not come up, with nobody at the Pi.
+    assert!(
+        trial.contains(" panic=10") && trial.trim_end().ends_with(" pimigrate.trial=1"),
+        "{trial}"
+    );
     let tryboot = std::fs::read_to_string(setup.boot().join("tryboot.txt")).unwrap();
     assert!(
         tryboot.ends_with("cmdline=cmdline.pimigrate.txt\n"),
@@ -246,6 +251,23 @@ fn a_trial_boot_leaves_cmdline_txt_alone_and_rollback_removes_its_files() {
         let created = journal["created"].to_string();
         assert!(created.contains("cmdline.pimigrate.txt"), "{created}");
         assert!(created.contains("tryboot.txt"), "{created}");
+        // The trial's guard on the new root: the generator, and the
+        // pimigrate its units run, both executable.
+        use std::os::unix::fs::PermissionsExt;
+        for file in [
+            "etc/systemd/system-generators/pimigrate-trial",
+            "var/lib/pimigrate/trial/pimigrate",
+        ] {
+            let mode = std::fs::metadata(mnt.join(file))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o755, "{file}");
+        }
+        let generator =
+            std::fs::read_to_string(mnt.join("etc/systemd/system-generators/pimigrate-trial"))
+                .unwrap();
+        assert!(generator.contains("pimigrate.trial="), "{generator}");
     });
     let output = setup.run(&["rollback", "--yes"], None);
     assert_eq!(exit_code(&output), 0, "{}", stderr(&output));

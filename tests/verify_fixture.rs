@@ -388,6 +388,21 @@ fn commits(pi: &Machine) {
     assert!(!pi.path("/boot/firmware/cmdline.pimigrate.txt").exists());
 }
 
+/// The trial's command line carries what resets a failed trial (panic=,
+/// the marker for the new root's systemd): the commit leaves them out of
+/// cmdline.txt, which later boots read.
+#[test]
+fn commit_leaves_the_trials_own_words_out_of_cmdline_txt() {
+    let pi = Machine::new();
+    let guard = pi.journal().plan.trial_boot.unwrap().guard.unwrap();
+    let words: Vec<&str> = guard.words.iter().map(|w| w.arg.as_str()).collect();
+    assert_eq!(words, ["panic=10", "pimigrate.trial=1"]);
+    let guarded = format!("{} {}\n", TRIAL_CMDLINE.trim_end(), words.join(" "));
+    pi.write("/boot/firmware/cmdline.pimigrate.txt", &guarded);
+    pi.write("/proc/cmdline", &guarded);
+    commits(&pi);
+}
+
 #[test]
 fn commit_makes_the_trial_permanent_and_rollback_still_restores() {
     let pi = Machine::new();

@@ -289,7 +289,10 @@ pub fn next_steps(plan: &Plan, purpose: Purpose) -> Vec<String> {
         (Layout::Full, Some(_), Some(bootloader)) => {
             checked = true;
             steps.extend(device_trial_steps(bootloader, rerun));
-            steps.push(handover_step(bootloader));
+            steps.push(match auto_commits(plan) {
+                true => AUTO_COMMIT_STEP.into(),
+                false => handover_step(bootloader),
+            });
         }
         (_, Some(_), _) => {
             checked = true;
@@ -300,10 +303,11 @@ pub fn next_steps(plan: &Plan, purpose: Purpose) -> Vec<String> {
             steps.push(format!(
                 "reboot once into {what} on trial: sudo reboot \"0 tryboot\"{rerun}"
             ));
-            steps.push("if it does not come up, power-cycle: the SD card boots as before".into());
-            match &plan.bootloader {
-                Some(bootloader) => steps.push(handover_step(bootloader)),
-                None => steps.push(
+            steps.push(TRIAL_RESETS.into());
+            match (&plan.bootloader, auto_commits(plan)) {
+                (_, true) => steps.push(AUTO_COMMIT_STEP.into()),
+                (Some(bootloader), false) => steps.push(handover_step(bootloader)),
+                (None, false) => steps.push(
                     "once it runs from the new disk, make it permanent: sudo pimigrate verify --commit"
                         .into(),
                 ),
@@ -376,11 +380,25 @@ fn device_trial_steps(bootloader: &BootloaderPlan, rerun: &str) -> Vec<String> {
             "boot the new drive once, on trial: sudo pimigrate migrate --resume --reboot{rerun}"
         ));
     }
-    steps.push(format!(
-        "if it does not come up, it resets after {} s (or power-cycle it): the SD card boots as before",
-        crate::plan::bootloader::TRIAL_PANIC_SECONDS
-    ));
+    steps.push(TRIAL_RESETS.into());
     steps
+}
+
+/// What happens when a trial does not come up (`plan::trial_guard`).
+const TRIAL_RESETS: &str =
+    "if it does not come up, it resets by itself within minutes (or power-cycle it): \
+                            the SD card boots as before";
+
+/// What follows the trial reboot with --auto-commit.
+const AUTO_COMMIT_STEP: &str = "nothing more by hand: once up, the trial checks itself and commits, or goes back \
+                                to the SD card; after the next login `pimigrate status` says which, and why";
+
+/// Whether the plan's trial checks and commits itself.
+fn auto_commits(plan: &Plan) -> bool {
+    plan.trial_boot
+        .as_ref()
+        .and_then(|t| t.guard.as_ref())
+        .is_some_and(|g| g.auto_commit)
 }
 
 /// What `verify --commit` hands over.

@@ -18,4 +18,5 @@ pub mod render;
 pub mod reread;
 pub mod sd_boot;
 pub mod table;
+pub mod trial_guard;
 pub mod wipe;

@@ -5,6 +5,7 @@ use super::options::Layout;
 use super::refusal::Reason;
 use super::source_check::CheckedSource;
 use super::trial::TRIAL_CMDLINE;
+use super::trial_guard::{self, TrialGuard, TrialKernel};
 use super::{EditOperation, EditSite, FileEdit, MkfsStep, PartitionPath, PartitionRole, TablePlan};
 use crate::bootcfg::cmdline::CmdlineError;
 use crate::bootcfg::defaults::{Defaults, DefaultsError};
@@ -158,9 +159,13 @@ pub(super) fn plan_edits(
     table: &TablePlan,
     filesystems: &[MkfsStep],
     layout: Layout,
-    trial: Option<EditSite>,
+    trial: Option<TrialRequest>,
     extra_cmdline_ops: Vec<EditOperation>,
-) -> Result<Vec<FileEdit>, Reason> {
+) -> Result<(Vec<FileEdit>, Option<TrialGuard>), Reason> {
+    let (trial, guard) = match trial {
+        Some(request) => (Some(request.site), Some(request)),
+        None => (None, None),
+    };
     let part = |role| table.partitions.iter().find(|p| p.role == role);
     let fs = |number| filesystems.iter().find(|f| f.partition == number);
     let root_part = part(PartitionRole::Root).expect("every layout has a root partition");
@@ -202,6 +207,17 @@ pub(super) fn plan_edits(
     }
     cmdline_ops.extend(extra_cmdline_ops);
     let fail = |err: EditError| Reason::new("source-edit", err.to_string());
+    // The trial's command line is the normal one plus what resets a trial
+    // that does not come up (`trial_guard`), in both layouts.
+    let normal = apply(source.cmdline_bytes, &cmdline_ops).map_err(fail)?;
+    let normal = Cmdline::parse(&normal).map_err(|e| fail(e.into()))?;
+    let guard =
+        guard.map(|request| trial_guard::decide(&request.kernel, &normal, request.auto_commit));
+    let trial_ops = |ops: &[EditOperation]| {
+        let mut ops = ops.to_vec();
+        ops.extend(guard.iter().flat_map(TrialGuard::operations));
+        ops
+    };
     let mut edits = Vec::new();
     if !fstab_ops.is_empty() {
         edits.push(fstab_edit(source, root_part.number, fstab_ops).map_err(fail)?);
@@ -217,8 +233,8 @@ pub(super) fn plan_edits(
         &trial_cmdline,
     )?;
     // A full move's trial starts its own command line beside the new
-    // cmdline.txt, with panic=: a kernel that cannot go on resets the Pi,
-    // and the next boot is a normal one, from the SD card.
+    // cmdline.txt, with the guard's words: a trial that cannot go on
+    // resets the Pi, and the next boot is a normal one, from the SD card.
     let full_trial = match (layout, trial) {
         (Layout::Full, Some(site)) => Some(EditTarget {
             site,
@@ -232,17 +248,28 @@ pub(super) fn plan_edits(
         }),
         _ => None,
     };
-    if let Some(trial_target) = full_trial {
-        let mut trial_ops = cmdline_ops.clone();
-        trial_ops.push(EditOperation::CmdlineAdd {
-            arg: format!("panic={}", super::bootloader::TRIAL_PANIC_SECONDS),
-        });
-        edits.push(file_edit(target, source.cmdline_bytes, cmdline_ops).map_err(fail)?);
-        edits.push(file_edit(trial_target, source.cmdline_bytes, trial_ops).map_err(fail)?);
-    } else {
-        edits.push(file_edit(target, source.cmdline_bytes, cmdline_ops).map_err(fail)?);
+    match full_trial {
+        Some(trial_target) => {
+            let trial_ops = trial_ops(&cmdline_ops);
+            edits.push(file_edit(target, source.cmdline_bytes, cmdline_ops).map_err(fail)?);
+            edits.push(file_edit(trial_target, source.cmdline_bytes, trial_ops).map_err(fail)?);
+        }
+        // A root-only trial's command line is the one edit of cmdline.txt.
+        None if layout == Layout::RootOnly && trial.is_some() => {
+            let trial_ops = trial_ops(&cmdline_ops);
+            edits.push(file_edit(target, source.cmdline_bytes, trial_ops).map_err(fail)?);
+        }
+        None => edits.push(file_edit(target, source.cmdline_bytes, cmdline_ops).map_err(fail)?),
     }
-    Ok(edits)
+    Ok((edits, guard))
+}
+
+/// A plan's trial: where its files go, and what its guard is decided
+/// from (the trial's kernel, and whether the trial commits itself).
+pub struct TrialRequest {
+    pub site: EditSite,
+    pub kernel: TrialKernel,
+    pub auto_commit: bool,
 }
 
 /// Where a full move's edits of boot files go, for a person.

@@ -10,7 +10,7 @@
 use super::boot_copy::boot_copy;
 use super::boot_layout::{demands, LayoutDemands};
 use super::bootloader::{self, Decision};
-use super::edits::plan_edits;
+use super::edits::{plan_edits, TrialRequest};
 use super::exclusions::exclusions;
 use super::firmware::{
     boot_order_advice, check_full_move_bootable, choose_table, firmware_prerequisites,
@@ -23,6 +23,7 @@ use super::source_check::{check_source, CheckedSource};
 use super::table::table_plan;
 use super::target::{check_target_is_free, identity, resolve_target};
 use super::trial::{trial_boot, trial_site, wants_trial};
+use super::trial_guard::TrialKernel;
 use super::warnings::warnings;
 use super::*;
 use crate::space::SpaceCheck;
@@ -229,6 +230,18 @@ fn check_request<'a>(
         Layout::Full => bootloader.route.is_some(),
         Layout::RootOnly => trial,
     };
+    if options.auto_commit && !trial {
+        reasons.push(
+            Reason::new(
+                "auto-commit-without-trial",
+                "--auto-commit commits a trial boot once it checked itself, and this plan has no trial boot",
+            )
+            .hint(match system.pi.tryboot_available {
+                true => "leave out --no-trial (or --trial never), or leave out --auto-commit",
+                false => "a trial needs tryboot (Pi 4, 400, CM4, Pi 5; --trial always asks for one anyway):                           leave out --auto-commit",
+            }),
+        );
+    }
     let mut firmware = FirmwareFindings::default();
     if options.layout == Layout::Full {
         if let Err(reason) = check_full_move_bootable(system, target) {
@@ -352,18 +365,28 @@ fn changes(
     trial: Option<EditSite>,
     cmdline_ops: Vec<EditOperation>,
 ) -> Result<Changes, Refusal> {
+    let request = trial.map(|site| TrialRequest {
+        site,
+        kernel: TrialKernel::of(system, source.boot_dir),
+        auto_commit: options.auto_commit,
+    });
     let edits = plan_edits(
         system,
         source,
         table,
         filesystems,
         options.layout,
-        trial,
+        request,
         cmdline_ops,
     );
+    let (edits, guard) = match edits {
+        Ok((edits, guard)) => (Ok(edits), guard),
+        Err(reason) => (Err(reason), None),
+    };
     let trial_boot = trial
         .map(|site| trial_boot(system, source, site))
-        .transpose();
+        .transpose()
+        .map(|trial| trial.map(|trial| TrialBoot { guard, ..trial }));
     let regenerated = raspi_firmware(
         system,
         source,

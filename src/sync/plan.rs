@@ -183,6 +183,7 @@ fn options(target: &Path, layout: Layout, request: &SyncRequest) -> Options {
         // A standby never touches the bootloader's config.
         boot_order: crate::plan::BootOrderChoice::Show,
         handover: crate::plan::HandoverChoice::RemoveCard,
+        auto_commit: false,
     }
 }
 
