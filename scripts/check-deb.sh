@@ -85,6 +85,7 @@ check "installs the bash completion" installs -rw-r--r-- usr/share/bash-completi
 check "installs the zsh completion" installs -rw-r--r-- usr/share/zsh/vendor-completions/_pimigrate
 check "installs the fish completion" installs -rw-r--r-- usr/share/fish/vendor_completions.d/pimigrate.fish
 check "installs the README" installs -rw-r--r-- usr/share/doc/pimigrate/README.md
+check "installs the login message, mode 755" installs -rwxr-xr-x etc/update-motd.d/60-pimigrate
 
 tree=$(mktemp -d)
 trap 'rm -rf "$tree"' EXIT

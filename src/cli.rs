@@ -94,6 +94,38 @@ pub enum Command {
                       3 refused, 5 synced but a check says it would not boot, 130 interrupted."
     )]
     Sync(SyncArgs),
+    /// Where a migration stands and how it ended: still running, stopped,
+    /// waiting for its trial, the trial committed or back on the SD card (and why).
+    Status(StatusArgs),
+    /// What a trial boot's own units run (not for people: see `pimigrate plan`, "Trial boot").
+    #[command(hide = true)]
+    Trial(TrialArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Say only what is news, prefixed `pimigrate:`, and nothing otherwise:
+    /// for a login message (the package's /etc/update-motd.d/60-pimigrate).
+    #[arg(long)]
+    pub login: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TrialArgs {
+    #[command(subcommand)]
+    pub action: TrialAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TrialAction {
+    /// Check this trial boot with verify's checks: commit when they pass,
+    /// else record why and exit 5 (the unit then reboots).
+    Check,
+    /// Record that the trial stopped in systemd's emergency or rescue mode.
+    Failed {
+        #[arg(long, value_name = "MODE")]
+        why: String,
+    },
 }
 
 #[derive(Debug, Args)]

@@ -18,6 +18,7 @@ pub mod privilege;
 pub mod recommend;
 pub mod signals;
 pub mod space;
+pub mod status;
 pub mod sync;
 pub mod sys64;
 pub mod system;

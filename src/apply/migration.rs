@@ -125,7 +125,7 @@ fn complete(mut journal: Journal, state_dir: &Path) -> Result<Journal> {
 }
 
 /// Is the running root the planned root partition on the target?
-fn runs_from_target(system: &System, plan: &Plan) -> bool {
+pub fn runs_from_target(system: &System, plan: &Plan) -> bool {
     let Some(root) = plan
         .table
         .partitions

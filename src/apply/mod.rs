@@ -19,4 +19,5 @@ pub mod reread;
 pub mod sd_boot;
 pub mod table;
 pub mod trial_guard;
+pub mod trial_outcome;
 pub mod wipe;

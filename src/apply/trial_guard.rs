@@ -115,17 +115,20 @@ dropin() {{
 }}
 
 # Emergency or rescue mode waits for a person at the console: in the trial
-# it reboots instead, and the one-shot trial is over.
+# it records why (on this root and the SD card's) and reboots instead, and
+# the one-shot trial is over.
 for mode_unit in emergency rescue; do
 	dropin "$mode_unit.service" <<EOF
 [Unit]
 SuccessAction=reboot-force
 FailureAction=reboot-force
 [Service]
+ExecStartPre=-{program} trial failed --why $mode_unit
 ExecStart=
 ExecStart=-/bin/echo "pimigrate: the trial boot stopped in $mode_unit mode; rebooting, the SD card starts next"
 StandardInput=null
 StandardOutput=journal+console
+StandardError=journal+console
 TimeoutStartSec=120
 EOF
 done
@@ -222,6 +225,12 @@ mod tests {
         );
         assert!(emergency.contains("ExecStart=\nExecStart=-"), "{emergency}");
         assert!(emergency.contains("in emergency mode"), "{emergency}");
+        assert!(
+            emergency.contains(&format!(
+                "ExecStartPre=-{TRIAL_PROGRAM} trial failed --why emergency\n"
+            )),
+            "{emergency}"
+        );
         let target = std::fs::read_to_string(
             dir.path()
                 .join("generator/multi-user.target.d/99-pimigrate-trial.conf"),

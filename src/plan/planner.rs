@@ -117,6 +117,13 @@ pub fn plan_with_progress(
     let mut notes = demands.notes;
     notes.extend(firmware.notes);
     notes.extend(bootloader.notes);
+    if options.auto_commit && trial_boot.is_none() {
+        notes.push(
+            "--auto-commit: this plan has no trial boot (no tryboot here; --trial always asks for one), \
+             so there is nothing to commit by itself"
+                .to_string(),
+        );
+    }
     if let Some(regenerated) = regenerated {
         edits.push(regenerated.edit);
         notes.push(regenerated.note);
@@ -230,16 +237,16 @@ fn check_request<'a>(
         Layout::Full => bootloader.route.is_some(),
         Layout::RootOnly => trial,
     };
-    if options.auto_commit && !trial {
+    // Asked for with no trial at all: a contradiction. With `--trial auto`
+    // on a Pi without tryboot it has nothing to act on, which the plan's
+    // notes say (a fleet can pass it to every Pi).
+    if options.auto_commit && options.trial == TrialChoice::Never {
         reasons.push(
             Reason::new(
                 "auto-commit-without-trial",
-                "--auto-commit commits a trial boot once it checked itself, and this plan has no trial boot",
+                "--auto-commit commits a trial boot once it checked itself, and --trial never asks for none",
             )
-            .hint(match system.pi.tryboot_available {
-                true => "leave out --no-trial (or --trial never), or leave out --auto-commit",
-                false => "a trial needs tryboot (Pi 4, 400, CM4, Pi 5; --trial always asks for one anyway):                           leave out --auto-commit",
-            }),
+            .hint("leave out --trial never (or --no-trial), or leave out --auto-commit"),
         );
     }
     let mut firmware = FirmwareFindings::default();

@@ -26,8 +26,9 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// The word that marks the trial's command line (its value: `1`, or
-/// `auto-commit` when the trial checks and commits itself).
-pub const TRIAL_MARKER: &str = "pimigrate.trial";
+/// `auto-commit` when the trial checks and commits itself); the system
+/// inspection reads it too, to know a trial boot where no device tree says.
+pub use crate::system::pi::TRIAL_MARKER;
 /// Seconds a trial kernel waits for its root device (Linux 6.5 and later)
 /// before it panics.
 pub const TRIAL_ROOT_WAIT_SECONDS: u32 = 90;
