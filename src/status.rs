@@ -263,7 +263,9 @@ pub fn assess(facts: &Facts) -> Status {
         ));
         return status;
     }
-    if facts.in_trial_boot {
+    // A one-shot boot of a new drive that was passed over starts the SD
+    // card with the trial flag still set: that is not the trial.
+    if facts.in_trial_boot && facts.on_old_root.is_none() {
         status.stage = Stage::InTrial;
         status.news = true;
         status.headline = Some(match auto {

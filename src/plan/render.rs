@@ -439,7 +439,7 @@ fn trial_guard(out: &mut String, guard: &crate::plan::trial_guard::TrialGuard) {
     for word in &guard.words {
         let _ = writeln!(out, "    {}: {}", word.arg, word.why);
     }
-    for line in &guard.systemd {
+    for line in &guard.resets {
         let _ = writeln!(out, "    {line}");
     }
     if let Some(note) = &guard.kernel_note {

@@ -47,9 +47,10 @@ const ROOTWAIT_SECONDS_SINCE: (u32, u32) = (6, 5);
 pub struct TrialGuard {
     /// The words the trial's command line gets, in order, each with why.
     pub words: Vec<GuardWord>,
-    /// What the marker makes the new root's systemd do in the trial boot,
-    /// line by line.
-    pub systemd: Vec<String>,
+    /// What else ends a trial that does not come up, line by line: the
+    /// initramfs's own wait, and what the marker makes the new root's
+    /// systemd do in the trial boot.
+    pub resets: Vec<String>,
     /// What nothing here can bound on this kernel, in a sentence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unbounded: Option<String>,
@@ -194,32 +195,32 @@ pub fn decide(kernel: &TrialKernel, normal: &Cmdline, auto_commit: bool) -> Tria
               when this word is on the command line, which only the trial's is)"
             .to_string(),
     });
-    let mut systemd = vec![
+    let mut resets = Vec::new();
+    if kernel.initramfs {
+        resets.push(format!(
+            "the initramfs waits for the root device by itself, {INITRAMFS_ROOT_WAIT_SECONDS} s with \
+             initramfs-tools (rootdelay= would lengthen it), then panics"
+        ));
+    }
+    resets.push(
         "emergency or rescue mode (an fstab line that fails, a unit that cannot start) records why and \
          reboots instead of waiting for a person at the console"
             .to_string(),
-        format!(
-            "the boot must reach its default target within {TRIAL_BOOT_DEADLINE_SECONDS} s \
-             (JobTimeoutSec= with JobTimeoutAction=reboot-force): a unit that hangs resets the Pi"
-        ),
-    ];
+    );
+    resets.push(format!(
+        "the boot must reach its default target within {TRIAL_BOOT_DEADLINE_SECONDS} s \
+         (JobTimeoutSec= with JobTimeoutAction=reboot-force): a unit that hangs resets the Pi"
+    ));
     if auto_commit {
-        systemd.push(
+        resets.push(
             "once up, it runs verify's checks: when they pass it commits; when they fail it records why \
              and reboots, so the SD card starts as before"
                 .to_string(),
         );
     }
-    let initramfs_line = kernel.initramfs.then(|| {
-        format!(
-            "the initramfs waits for the root device by itself, {INITRAMFS_ROOT_WAIT_SECONDS} s with \
-             initramfs-tools (rootdelay= would lengthen it), then panics"
-        )
-    });
-    systemd.splice(0..0, initramfs_line);
     TrialGuard {
         words,
-        systemd,
+        resets,
         unbounded,
         kernel: kernel.version.clone(),
         kernel_note: kernel.version_note.clone(),
@@ -317,7 +318,7 @@ mod tests {
         // With an initramfs, the initramfs's own wait is the bound.
         let guard = decide(&kernel(Some("6.1.0-28-arm64"), true), &line(PI_OS), true);
         assert!(guard.unbounded.is_none());
-        assert!(guard.systemd[0].contains("30 s"), "{:?}", guard.systemd);
+        assert!(guard.resets[0].contains("30 s"), "{:?}", guard.resets);
         assert!(trial_of(&guard, PI_OS).contains("pimigrate.trial=auto-commit"));
         // An unreadable version is never taken as new enough.
         let guard = decide(&kernel(None, false), &line(PI_OS), false);

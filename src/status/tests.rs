@@ -199,3 +199,16 @@ fn a_move_without_a_trial_is_migrated() {
         "the system runs from it: nothing to tell at login"
     );
 }
+
+/// A full move's one-shot boot of a new drive the bootloader passed over
+/// starts the SD card with the trial flag still set: not the trial.
+#[test]
+fn the_sd_card_started_with_the_trial_flag_is_not_the_trial() {
+    let mut j = journal(true, true, ALL);
+    j.trial_requested = Some(MIGRATED_AT + 10);
+    let mut f = facts(j);
+    f.booted = Some(MIGRATED_AT + 60);
+    f.in_trial_boot = true;
+    f.on_old_root = Some("/dev/mmcblk0p2".into());
+    assert_eq!(assess(&f).stage, Stage::TrialDidNotComeUp);
+}
