@@ -245,10 +245,8 @@ pub fn assess(facts: &Facts) -> Status {
         return status;
     };
     let auto = trial.guard.as_ref().is_some_and(|g| g.auto_commit);
-    // The trial's record, when it is about the latest trial (written after
-    // the trial reboot, or after the migration when it was started by hand).
-    let since = journal.trial_requested.unwrap_or(journal.updated);
-    let outcome = facts.outcome.as_ref().filter(|o| o.at >= since);
+    // The trial's record, when it is about the latest trial.
+    let outcome = facts.outcome.as_ref().filter(|o| o.is_about(journal));
     status.trial = outcome.cloned();
     if let Some(at) = journal.committed {
         status.stage = Stage::Committed;
@@ -319,14 +317,20 @@ pub fn assess(facts: &Facts) -> Status {
     }
     let rebooted_since = facts.booted.is_some_and(|b| b > journal.updated);
     match (&facts.on_old_root, journal.trial_requested, rebooted_since) {
-        (Some(_), Some(asked), _) if facts.booted.is_some_and(|b| b > asked) => {
+        // pimigrate rebooted into the trial, and the SD card's root runs:
+        // the trial is over. (Not by the clock alone: a Pi 4 without the
+        // network may start its boot with an older time than the last.)
+        (Some(_), Some(asked), _) => {
             status.stage = Stage::TrialDidNotComeUp;
             status.news = true;
-            let after = facts.booted.unwrap_or(asked).saturating_sub(asked);
+            let after = facts
+                .booted
+                .filter(|&b| b > asked)
+                .map(|b| format!(" {} s after the trial reboot at {}", b - asked, when(asked)))
+                .unwrap_or_else(|| format!(" after the trial reboot at {}", when(asked)));
             status.headline = Some(format!(
-                "the trial of {target} did not come up: the Pi was back on the SD card {after} s after the trial \
-                 reboot at {}, and nothing was committed",
-                when(asked)
+                "the trial of {target} did not come up: the Pi was back on the SD card{after}, and nothing \
+                 was committed"
             ));
             status.lines.push(format!(
                 "the trial left no record, so it ended before its system was up: the kernel or the initramfs \

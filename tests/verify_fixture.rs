@@ -1013,6 +1013,8 @@ fn back_on_the_sd_card_after_a_trial_that_failed_its_checks_names_why() {
             "target": "/dev/sda",
             "reason": "a check failed (ids-unique)",
             "details": ["ids-unique: PARTUUID=2f4a9c17-01 on /dev/sda1 and /dev/sdb1"],
+            // The trial it is about: the SD card journal's trial reboot.
+            "for_trial": asked,
         })
         .to_string(),
     );

@@ -11,7 +11,7 @@
 
 use super::atomic;
 use super::journal::Journal;
-use super::mount::mount_device;
+use super::mount::{mount_device, Mounted};
 use crate::system::source::resolve;
 use crate::system::System;
 use anyhow::{bail, Context, Result};
@@ -56,6 +56,11 @@ pub struct TrialOutcome {
     /// The failed checks, or the units that failed, one a line.
     #[serde(default)]
     pub details: Vec<String>,
+    /// The trial it is about: the SD card journal's `trial_requested` when
+    /// the record was written (none: started by hand, or the SD card's
+    /// journal could not be read).
+    #[serde(default)]
+    pub for_trial: Option<u64>,
 }
 
 impl TrialOutcome {
@@ -67,6 +72,21 @@ impl TrialOutcome {
             target: journal.plan.target.path.display().to_string(),
             reason: reason.into(),
             details: Vec::new(),
+            for_trial: None,
+        }
+    }
+
+    /// Whether this record is about `journal`'s latest trial. Trials are
+    /// told apart by the time pimigrate rebooted into them, as the SD
+    /// card's journal has it, never by the record's own time (a Pi without
+    /// a clock dates its early boot wrongly). A journal that does not know
+    /// when its trial was requested (a copy on the new root, made before;
+    /// a trial started by hand) takes the record as it is.
+    pub fn is_about(&self, journal: &Journal) -> bool {
+        match (self.for_trial, journal.trial_requested) {
+            (_, None) => true,
+            (Some(record), Some(latest)) => record == latest,
+            (None, Some(_)) => false,
         }
     }
 
@@ -99,14 +119,37 @@ impl TrialOutcome {
 /// card's; returns what was done, line by line. Each is best effort (in
 /// emergency mode the root may still be read-only; the card may be gone),
 /// and says why when it could not be made; it fails only when neither was.
-pub fn record(system: &System, journal: &Journal, outcome: &TrialOutcome) -> Result<Vec<String>> {
+/// The record names the trial it is about by the SD card journal's
+/// `trial_requested`, read there: a Pi without a clock of its own (a Pi 4
+/// before the network is up) cannot date it reliably.
+pub fn record(
+    system: &System,
+    journal: &Journal,
+    mut outcome: TrialOutcome,
+) -> Result<(TrialOutcome, Vec<String>)> {
+    let sd = sd_root(system, journal);
+    if let Ok((_, dir, _)) = &sd {
+        outcome.for_trial = Journal::load(dir)
+            .ok()
+            .flatten()
+            .and_then(|j| j.trial_requested);
+    }
     let host = &system.host;
     let own = host.path(&host.state_dir);
     let mut done = vec![match outcome.save(&own) {
         Ok(()) => format!("recorded in {}", TrialOutcome::path(&own).display()),
         Err(err) => format!("not recorded on this system: {err:#}"),
     }];
-    match record_on_sd_root(system, journal, outcome) {
+    let on_sd = sd.and_then(|(mounted, dir, device)| {
+        outcome.save(&dir)?;
+        mounted.sync()?;
+        mounted.unmount()?;
+        Ok(format!(
+            "recorded on the SD card's root {} too, for its system to say at its next boot",
+            device.display()
+        ))
+    });
+    match on_sd {
         Ok(line) => done.push(line),
         Err(err) => {
             if done[0].starts_with("not recorded") {
@@ -117,12 +160,12 @@ pub fn record(system: &System, journal: &Journal, outcome: &TrialOutcome) -> Res
             ))
         }
     }
-    Ok(done)
+    Ok((outcome, done))
 }
 
-/// Mounts the SD card's root partition (the migration's source), writes the
-/// record into its state directory, flushes and unmounts.
-fn record_on_sd_root(system: &System, journal: &Journal, outcome: &TrialOutcome) -> Result<String> {
+/// The SD card's root partition (the migration's source), mounted for the
+/// moment, its state directory in it, and its device.
+fn sd_root(system: &System, journal: &Journal) -> Result<(Mounted, PathBuf, PathBuf)> {
     if !system.host.is_live() {
         // The devices an inspected tree names are this machine's only by
         // coincidence: never mount one of them.
@@ -153,13 +196,7 @@ fn record_on_sd_root(system: &System, journal: &Journal, outcome: &TrialOutcome)
             .strip_prefix("/")
             .unwrap_or(&system.host.state_dir),
     );
-    outcome.save(&state_dir)?;
-    mounted.sync()?;
-    mounted.unmount()?;
-    Ok(format!(
-        "recorded on the SD card's root {} too, for its system to say at its next boot",
-        device.display()
-    ))
+    Ok((mounted, state_dir, device))
 }
 
 #[cfg(test)]
@@ -177,6 +214,7 @@ mod tests {
             target: "/dev/sda".into(),
             reason: "a check failed".into(),
             details: vec!["ids-unique: PARTUUID 2f4a9c17-01 names /dev/sda1 and /dev/sdb1".into()],
+            for_trial: Some(1_799_999_000),
         };
         record.save(dir.path()).unwrap();
         assert_eq!(TrialOutcome::load(dir.path()).unwrap(), Some(record));

@@ -56,7 +56,7 @@ fn check(host: &Host, system: &System, journal: &Journal) -> Result<u8> {
     };
     // The commit updated the journal.
     let journal = Journal::load(&host.path(&host.state_dir))?.unwrap_or_else(|| journal.clone());
-    let lines = record(system, &journal, &outcome)?;
+    let (outcome, lines) = record(system, &journal, outcome)?;
     say(&outcome, &lines);
     Ok(match outcome.outcome {
         Outcome::Committed => EXIT_OK,
@@ -135,7 +135,7 @@ fn failed(system: &System, journal: &Journal, why: &str) -> Result<u8> {
             .collect(),
         ..TrialOutcome::new(kind, journal, reason)
     };
-    let lines = record(system, journal, &outcome)?;
+    let (outcome, lines) = record(system, journal, outcome)?;
     say(&outcome, &lines);
     Ok(EXIT_OK)
 }

@@ -50,6 +50,7 @@ fn outcome(kind: Outcome, at: u64, reason: &str, details: &[&str]) -> TrialOutco
         target: "/dev/sda".into(),
         reason: reason.into(),
         details: details.iter().map(|d| d.to_string()).collect(),
+        for_trial: None,
     }
 }
 
@@ -125,12 +126,15 @@ fn a_trial_that_failed_its_checks_says_why_and_what_next() {
     let mut f = facts(j);
     f.booted = Some(MIGRATED_AT + 200);
     f.on_old_root = Some("/dev/mmcblk0p2".into());
-    f.outcome = Some(outcome(
-        Outcome::ChecksFailed,
-        MIGRATED_AT + 150,
-        "a check failed (ids-unique)",
-        &["ids-unique: PARTUUID=2f4a9c17-01 names /dev/sda1 and /dev/sdb1"],
-    ));
+    f.outcome = Some(TrialOutcome {
+        for_trial: Some(MIGRATED_AT + 10),
+        ..outcome(
+            Outcome::ChecksFailed,
+            MIGRATED_AT + 150,
+            "a check failed (ids-unique)",
+            &["ids-unique: PARTUUID=2f4a9c17-01 names /dev/sda1 and /dev/sdb1"],
+        )
+    });
     let status = assess(&f);
     assert_eq!(status.stage, Stage::TrialFailed);
     let said = login_text(&status);
@@ -143,10 +147,15 @@ fn a_trial_that_failed_its_checks_says_why_and_what_next() {
     assert!(said.contains("the Pi is back on the SD card"), "{said}");
     assert!(said.contains("names /dev/sda1 and /dev/sdb1"), "{said}");
     assert!(said.contains("sudo pimigrate rollback"), "{said}");
-    // A record older than the latest trial reboot is about another trial.
+    // A record of another trial reboot is about another trial, whatever
+    // its own clock said (a Pi 4 without the network dates its early boot
+    // wrongly).
     let mut older = f.clone();
-    older.outcome.as_mut().unwrap().at = MIGRATED_AT + 5;
+    older.outcome.as_mut().unwrap().for_trial = Some(MIGRATED_AT - 500);
     assert_eq!(assess(&older).stage, Stage::TrialDidNotComeUp);
+    let mut early_clock = f.clone();
+    early_clock.outcome.as_mut().unwrap().at = MIGRATED_AT - 3000;
+    assert_eq!(assess(&early_clock).stage, Stage::TrialFailed);
 }
 
 #[test]
@@ -169,6 +178,15 @@ fn a_trial_that_left_no_record_is_said_as_what_is_known() {
     assert!(said.contains("is not attached now"), "{said}");
     f.target_attached = true;
     assert!(text(&assess(&f)).contains("/dev/sda is attached now"));
+    // A boot whose clock starts before the trial reboot (no RTC, no
+    // network yet) is still after it: the seconds are left out.
+    f.booted = Some(MIGRATED_AT - 100);
+    let status = assess(&f);
+    assert_eq!(status.stage, Stage::TrialDidNotComeUp);
+    assert!(status
+        .headline
+        .unwrap()
+        .contains("back on the SD card after the trial reboot at"),);
 }
 
 #[test]

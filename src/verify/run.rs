@@ -53,11 +53,10 @@ pub fn verify(host: &Host, request: &Request) -> Result<(Verification, bool)> {
         return Ok((Verification::nothing(why), false));
     }
     // The latest trial's own record, if it wrote one (see `pimigrate status`).
-    let since = journal.trial_requested.unwrap_or(journal.updated);
     let record = TrialOutcome::load(&state_dir)
         .ok()
         .flatten()
-        .filter(|r| r.at >= since);
+        .filter(|r| r.is_about(&journal));
     if let Some(v) = trial_did_not_run(&system, &expected, record.as_ref()) {
         return Ok((v, false));
     }
