@@ -19,7 +19,7 @@ use crate::image::{ArmImage, ImageSet};
 use crate::mbr::Partition;
 use crate::power::{CutAt, PowerCuts, Root};
 use crate::qemu::Board;
-use crate::{fat, After, Boot, Bus, Pi};
+use crate::{fat, After, Boot, Bus, Ending, Pi};
 use anyhow::{ensure, Context, Result};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -46,6 +46,16 @@ fn raspi(name: &str, board: Board) -> Result<Rig> {
 const PI4_MODEL: &str = "Raspberry Pi 4 Model B";
 /// What the trial says on its console once it committed itself.
 const COMMITTED: &str = "came up and was committed";
+
+/// A job snippet for a trial boot: once the trial's check has run, power
+/// off (from a transient unit: the agent's own processes end with it).
+const POWER_OFF_ONCE_CHECKED: &str = r#"
+systemd-run --no-block --unit tb-power-off-after-check bash -c '
+    unit=pimigrate-trial-check.service
+    until [ "$(systemctl show -p ExecMainExitTimestampMonotonic --value $unit)" != 0 ]; do sleep 2; done
+    sleep 2
+    systemctl poweroff'
+"#;
 
 /// The kernel named the machine `model` from its device tree.
 fn model_logged(boot: &Boot, model: &str) -> Result<()> {
@@ -380,14 +390,15 @@ pub fn pi4_trial(_: &ImageSet) -> Result<()> {
     ensure!(reason.contains(FSTAB_UNIT), "the record: {reason}");
 
     // Boot 4: the trial comes up; the job reads the flag, then the trial
-    // checks itself and commits; the harness powers off once it says so.
+    // checks itself and commits. A unit the job starts (outside the
+    // agent's, which ends first) powers the Pi off cleanly once the check
+    // has run, so the disks hold the records with ext4's journal applied.
+    let then_power_off = format!("{}{POWER_OFF_ONCE_CHECKED}", chain.in_trial);
     chain
         .pi
         .share()
-        .set_job(&hands_off_in_trial(&chain.in_trial), After::Stay)?;
-    let trial = chain
-        .pi
-        .boot_through_faults(&mut |_, console: &str| console.contains(COMMITTED))?;
+        .set_job(&hands_off_in_trial(&then_power_off), After::Stay)?;
+    let trial = chain.pi.boot_through_faults(&mut |_, _| false)?;
     model_logged(&trial, PI4_MODEL)?;
     ensure!(
         trial.spec.tryboot && trial.spec.config_file == "tryboot.txt",
@@ -395,8 +406,9 @@ pub fn pi4_trial(_: &ImageSet) -> Result<()> {
         trial.spec
     );
     ensure!(
-        trial.record.console().contains(COMMITTED),
-        "the trial did not commit itself; see {}",
+        trial.record.console().contains(COMMITTED) && trial.record.ending == Ending::PowerOff,
+        "the trial did not commit itself, then power off ({:?}); see {}",
+        trial.record.ending,
         trial.record.serial_log.display()
     );
     let out = trial.job_ok()?;
