@@ -7,7 +7,7 @@
 //! that fails (a garbled directory block, a read failing half-way through
 //! a file) must cost the target nothing.
 
-use crate::common::Loop;
+use crate::common::{ext4_blocks_of as blocks_of, Loop};
 use pimigrate::copy::{self, Cancelled, CopyOptions, CopyStats};
 use pimigrate::system::usage::Exclusion;
 use std::ffi::OsStr;
@@ -169,22 +169,6 @@ impl Ext4 {
             .unwrap()
             .block_size()
     }
-}
-
-/// The block numbers of `path` (from the filesystem's root) on the
-/// unmounted ext4 on `device`, in file order, as debugfs lists them.
-fn blocks_of(device: &str, path: &str) -> Vec<u64> {
-    let request = format!("blocks /{path}");
-    let listed = run("debugfs", &[os("-R"), os(&request), os(device)]);
-    let blocks: Vec<u64> = listed
-        .split_whitespace()
-        .map(|b| {
-            b.parse()
-                .unwrap_or_else(|_| panic!("debugfs said {listed}"))
-        })
-        .collect();
-    assert!(!blocks.is_empty(), "debugfs found no blocks of {path}");
-    blocks
 }
 
 impl Drop for Ext4 {

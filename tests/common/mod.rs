@@ -321,3 +321,28 @@ pub fn snapshot(
     entries.sort();
     entries
 }
+
+/// The blocks of `path` (relative to the filesystem's root) on the
+/// unmounted ext4 on `device`, in file order, as debugfs lists them: what
+/// the tests garble to make a directory unreadable, as a dying disk does.
+pub fn ext4_blocks_of(device: &str, path: &str) -> Vec<u64> {
+    let output = Command::new("debugfs")
+        .args(["-R", &format!("blocks /{path}"), device])
+        .output()
+        .unwrap_or_else(|err| panic!("running debugfs: {err}"));
+    assert!(
+        output.status.success(),
+        "debugfs blocks /{path} {device}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let listed = String::from_utf8_lossy(&output.stdout);
+    let blocks: Vec<u64> = listed
+        .split_whitespace()
+        .map(|b| {
+            b.parse()
+                .unwrap_or_else(|_| panic!("debugfs said {listed}"))
+        })
+        .collect();
+    assert!(!blocks.is_empty(), "debugfs found no blocks of {path}");
+    blocks
+}

@@ -148,7 +148,7 @@ impl SourceFs {
                 .open(device)
                 .unwrap();
             let garbage: Vec<u8> = (0..block_size).map(|i| (i * 131 % 251) as u8).collect();
-            let blocks = blocks_of(device, path)
+            let blocks = super::ext4_blocks_of(device, path)
                 .into_iter()
                 .map(|block| {
                     let mut held = vec![0u8; block_size as usize];
@@ -198,19 +198,4 @@ fn block_size(device: &str) -> u64 {
         .find_map(|line| line.strip_prefix("Block size:"))
         .and_then(|size| size.trim().parse().ok())
         .unwrap_or_else(|| panic!("no block size in dumpe2fs's header:\n{header}"))
-}
-
-/// The blocks of `path` (from the filesystem's root) on the unmounted
-/// ext4 on `device`, as debugfs lists them.
-fn blocks_of(device: &str, path: &str) -> Vec<u64> {
-    let listed = run("debugfs", &["-R", &format!("blocks /{path}"), device]);
-    let blocks: Vec<u64> = listed
-        .split_whitespace()
-        .map(|b| {
-            b.parse()
-                .unwrap_or_else(|_| panic!("debugfs said {listed}"))
-        })
-        .collect();
-    assert!(!blocks.is_empty(), "debugfs found no blocks of {path}");
-    blocks
 }
