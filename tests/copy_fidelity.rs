@@ -7,7 +7,7 @@
 //! that fails (a garbled directory block, a read failing half-way through
 //! a file) must cost the target nothing.
 
-use crate::common::{ext4_blocks_of as blocks_of, Loop};
+use crate::common::{ext4_blocks_of as blocks_of, tool_output as run, Loop};
 use pimigrate::copy::{self, Cancelled, CopyOptions, CopyStats};
 use pimigrate::system::usage::Exclusion;
 use std::ffi::OsStr;
@@ -53,19 +53,6 @@ fn prerequisites_met() -> bool {
     }
     eprintln!("skipped: copy fidelity tests need {}", missing.join(", "));
     false
-}
-
-fn run(program: &str, args: &[&OsStr]) -> String {
-    let output = Command::new(program)
-        .args(args)
-        .output()
-        .unwrap_or_else(|err| panic!("running {program}: {err}"));
-    assert!(
-        output.status.success(),
-        "{program} {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 fn os(s: &str) -> &OsStr {

@@ -322,20 +322,29 @@ pub fn snapshot(
     entries
 }
 
+/// What `program ARGS` printed on stdout; it must succeed (else its
+/// stderr in the panic message).
+pub fn tool_output<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(
+    program: &str,
+    args: &[S],
+) -> String {
+    let output = Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|err| panic!("running {program}: {err}"));
+    assert!(
+        output.status.success(),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
 /// The blocks of `path` (relative to the filesystem's root) on the
 /// unmounted ext4 on `device`, in file order, as debugfs lists them: what
 /// the tests garble to make a directory unreadable, as a dying disk does.
 pub fn ext4_blocks_of(device: &str, path: &str) -> Vec<u64> {
-    let output = Command::new("debugfs")
-        .args(["-R", &format!("blocks /{path}"), device])
-        .output()
-        .unwrap_or_else(|err| panic!("running debugfs: {err}"));
-    assert!(
-        output.status.success(),
-        "debugfs blocks /{path} {device}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let listed = String::from_utf8_lossy(&output.stdout);
+    let listed = tool_output("debugfs", &["-R", &format!("blocks /{path}"), device]);
     let blocks: Vec<u64> = listed
         .split_whitespace()
         .map(|b| {

@@ -6,7 +6,7 @@
 //! for a source whose blocks a test garbles.
 
 use super::migration::MigrationRig;
-use super::LoopDisk;
+use super::{tool_output as run, LoopDisk};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -175,19 +175,6 @@ impl SourceFs {
             disk.sync_all().unwrap();
         })
     }
-}
-
-fn run(program: &str, args: &[&str]) -> String {
-    let output = Command::new(program)
-        .args(args)
-        .output()
-        .unwrap_or_else(|err| panic!("running {program}: {err}"));
-    assert!(
-        output.status.success(),
-        "{program} {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 /// The block size of the unmounted ext4 on `device` (dumpe2fs).
