@@ -5,12 +5,13 @@
 //! by the next; a standby whose writes stall (its image on a frozen
 //! filesystem) ended with a clear error; a source directory that cannot
 //! be listed (its block garbled) costing the standby nothing; the
-//! refusals; the Ansible role (the timer's units: sync_timer.rs).
+//! refusals; a terminal that hangs up mid-copy; the Ansible role (the timer's units: sync_timer.rs).
 //! (Booting the standby is the testbed's job.)
 
 use crate::common;
 
 use common::migration::MigrationRig;
+use common::pty::{ended_within, held, Pty};
 use common::standby::{setup, SourceFs, SyncRig};
 use common::*;
 use serde_json::Value;
@@ -710,4 +711,65 @@ fn a_source_directory_that_cannot_be_listed_costs_the_standby_nothing_and_the_ne
         assert_eq!(names_in(&mnt.join("srv/keep")).len(), 41);
     });
     drop(source);
+}
+
+/// A dropped SSH session in the middle of a sync's copy: the terminal
+/// hangs up while the sync is held at a file of the copy, and the sync
+/// carries on to its end, its output in the sync's log, the standby
+/// recorded complete.
+#[test]
+fn a_terminal_that_hangs_up_mid_copy_leaves_the_sync_running_into_its_log() {
+    if !require_root("syncing to a loop device") {
+        return;
+    }
+    let SyncRig { rig, _sd, _turn } = setup();
+    let pty = Pty::open();
+    let mut command = rig.command(
+        &["sync", "--to", &rig.device, "--yes"],
+        Some("copy-file@3:stop"),
+    );
+    pty.attach(&mut command);
+    let stop_reading = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = pty.drain(stop_reading.clone());
+    let mut child = command.spawn().unwrap();
+    assert!(held(&child), "the sync never reached the copy's third file");
+    stop_reading.store(true, std::sync::atomic::Ordering::SeqCst);
+    let shown = String::from_utf8_lossy(&reader.join().unwrap()).into_owned();
+    assert!(shown.contains("copying"), "{shown}");
+    // The hang-up: the kernel sends the session leader SIGHUP and SIGCONT.
+    drop(pty);
+    let status = ended_within(&mut child, 300);
+    let logs: Vec<std::path::PathBuf> = std::fs::read_dir(rig.log_dir())
+        .expect("sync made the log directory")
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("sync-")
+        })
+        .collect();
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    let log = std::fs::read_to_string(&logs[0]).unwrap();
+    assert_eq!(status.code(), Some(0), "{status:?}; the log:\n{log}");
+    assert!(!log.contains("panicked"), "{log}");
+    let done = log
+        .find(" done\n")
+        .unwrap_or_else(|| panic!("no end in the log:\n{log}"));
+    assert!(
+        log[done..].contains("is up to date and would boot"),
+        "sync's closing text is in the log too:\n{log}"
+    );
+    assert_eq!(record(&rig)["state"], "complete");
+    let look = succeeded(&rig.run(&["--json", "sync", "--dry-run"], None), "sync");
+    let start = look["plan"]["standby"]["root"]["start_bytes"]
+        .as_u64()
+        .unwrap()
+        / 512;
+    rig.inspect_partition(start, |mnt| {
+        assert_eq!(
+            differences(rig.tree.path(), mnt, true),
+            Vec::<String>::new()
+        );
+    });
 }

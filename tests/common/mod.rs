@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod migration;
+pub mod pty;
 pub mod raspi_firmware;
 pub mod standby;
 
