@@ -17,7 +17,7 @@
 # changed. pimigrate must miss nothing (the script fails otherwise); what
 # rsync missed is counted and printed. The timed command includes the
 # final `sync`. Medians and the ratios (rsync's time / pimigrate's) are
-# printed; --write-docs puts the table into docs/sync.md between its
+# printed; --write-docs puts the table into docs/internals/sync.md between its
 # bench-sync markers.
 #
 #   sudo scripts/bench-sync.sh [--runs N] [--checksum-runs N] [--rebuild] [--clean] [--write-docs]
@@ -262,7 +262,7 @@ say "results"
 cat "$table"
 
 if [[ $write_docs == yes ]]; then
-    doc=docs/sync.md
+    doc=docs/internals/sync.md
     awk -v table="$table" '
         /^<!-- bench-sync:begin/ { print; while ((getline line < table) > 0) print line; skip = 1; next }
         /^<!-- bench-sync:end/ { skip = 0 }

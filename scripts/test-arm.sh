@@ -159,7 +159,7 @@ host_tests='^tests/tests\.rs$'
 # (the test then fails on it, and the binary cleans up after itself as it
 # ends) and the binary runs again, up to twice, with its earlier run's
 # results set aside in the log. The tests run under QEMU 10, where this was
-# not seen (docs/packaging.md has the counts); the watchdog stays as a guard,
+# not seen (docs/internals/arm-tests.md has the counts); the watchdog stays as a guard,
 # and its count is printed for each architecture.
 stuck_after=60
 

@@ -9,7 +9,7 @@
 #   4. the crate's tests on aarch64 and armv7 under qemu-user, built with
 #      Cargo.toml's rust-version (scripts/test-arm.sh)
 #   5. the emulated Raspberry Pi testbed (QEMU) scenarios: the x86 guest's and
-#      the ARM lane's (raspi3b, raspi4b: docs/testbed.md, "The ARM lane")
+#      the ARM lane's (raspi3b, raspi4b: docs/testbed/arm.md)
 # in this order: the testbed's speed scenarios first, the only guests on
 # the machine, while the builds of steps 1 to 4 compile beside them at the
 # lowest CPU and I/O priority and step 4's tests run after those builds;
@@ -23,7 +23,7 @@
 #
 # It ends with a time table, every phase and every testbed scenario with
 # its wall and CPU seconds (also kept in target/test-times.tsv, from which
-# scripts/times-doc.sh rewrites docs/testbed.md's Times section), and the
+# scripts/times-doc.sh rewrites docs/testbed/times.md), and the
 # line that counts every test: `all tests: N passed, N failed`.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -307,7 +307,7 @@ packages_and_arm() {
 # caches, so that those steps later find them built. It runs beside the
 # speed scenarios other than recommend at nice 19 and I/O class idle: a
 # speed scenario's guest uses under one of the two cores on average, and
-# the compilers take only the time it leaves (docs/testbed.md, "Two
+# the compilers take only the time it leaves (docs/testbed/README.md, "Two
 # lanes"); what is left when they end runs at the normal priority
 # (lowest_until_speed_done). Not SCHED_IDLE: a rustc got 8 s of CPU in 7
 # minutes under it beside the untimed lane's guests. Nothing here is counted as a
@@ -394,7 +394,7 @@ else
             # recommend first, with nothing beside it: its flash drive's
             # random writes must measure their 50 a second within 15 %,
             # and beside the builds, even under SCHED_IDLE, they fell to
-            # 41.7 (docs/testbed.md, "Two lanes").
+            # 41.7 (docs/testbed/README.md, "Two lanes").
             phase "testbed: recommend, the only work on the machine (wall time)" \
                 testbed "$logs/recommend" recommend
             count_testbed "$logs/recommend" $?

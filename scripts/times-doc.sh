@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Rewrites the Times section of docs/testbed.md from the time table of a
+# Rewrites the Times section of docs/testbed/times.md from the time table of a
 # `scripts/test.sh` run, so the figures there are always a real run's:
 #
 #   scripts/times-doc.sh [TIMES.tsv]     default: target/test-times.tsv
@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 tsv=${1:-${CARGO_TARGET_DIR:-target}/test-times.tsv}
-doc=docs/testbed.md
+doc=docs/testbed/times.md
 [[ -s $tsv ]] || { echo "times-doc: no time table at $tsv: run scripts/test.sh first" >&2; exit 1; }
 grep -q '^<!-- times:begin' "$doc" && grep -q '^<!-- times:end' "$doc" ||
     { echo "times-doc: $doc lacks the times:begin/times:end markers" >&2; exit 1; }

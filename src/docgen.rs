@@ -19,10 +19,10 @@ pub struct Block {
 }
 
 /// Every block the code writes; `root` is the repository, whose
-/// docs/testbed.md holds the time table of the last full test run that
+/// docs/testbed/times.md holds the time table of the last full test run that
 /// scripts/times-doc.sh wrote (README's test-run times come from it).
 pub fn blocks(root: &Path) -> Result<Vec<Block>> {
-    let testbed = root.join("docs/testbed.md");
+    let testbed = root.join("docs/testbed/times.md");
     let testbed = std::fs::read_to_string(&testbed)
         .with_context(|| format!("reading {}", testbed.display()))?;
     Ok(vec![
@@ -231,7 +231,7 @@ fn wall_seconds(table: &str, phase: &str) -> Result<f64> {
 }
 
 /// README's line on how long the demo and the whole test run took, from
-/// the last full run's time table in docs/testbed.md.
+/// the last full run's time table in docs/testbed/times.md.
 fn test_run_times(table: &str) -> Result<String> {
     let header = table
         .lines()
@@ -241,7 +241,7 @@ fn test_run_times(table: &str) -> Result<String> {
     let whole = wall_seconds(table, "whole run")?;
     let demo = wall_seconds(table, "scenario wizard-story")?;
     Ok(format!(
-        "The last full run recorded in [testbed.md](docs/testbed.md#times) ({when}, on CI's \
+        "The last full run recorded in [the testbed's times](docs/testbed/times.md) ({when}, on CI's \
          2-core machine, with the guest images and the build chroot already made) took {} in \
          all; the demo's scenario, `wizard-story`, {} of it. A first run also installs the \
          packages and builds the guest images and the chroot.\n",

@@ -242,9 +242,10 @@ fn known() -> Vec<Known> {
     ]
 }
 
-/// The pages a Pi owner or a packager reads. docs/development.md and
-/// docs/testbed.md describe the test machinery: their figures are its
-/// settings, each named by the constant or script variable it is.
+/// The pages a Pi owner or a packager reads: README.md and docs/*.md.
+/// docs/development.md, docs/internals/ and docs/testbed/ describe the
+/// tests and their machinery: their figures are its settings and one
+/// run's measurements, each named by the constant, script or run it is.
 fn pages() -> Vec<PathBuf> {
     let mut pages = vec![root().join("README.md")];
     let mut docs: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
@@ -253,7 +254,7 @@ fn pages() -> Vec<PathBuf> {
         .filter(|p| p.extension().is_some_and(|e| e == "md"))
         .filter(|p| {
             let name = p.file_name().unwrap().to_string_lossy();
-            name != "development.md" && name != "testbed.md"
+            name != "development.md"
         })
         .collect();
     docs.sort();
@@ -261,12 +262,28 @@ fn pages() -> Vec<PathBuf> {
     pages
 }
 
+/// Every page of docs/, in its subfolders too (docs/internals/,
+/// docs/testbed/): where a figure named in [`known`] may have moved.
+fn all_docs(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            all_docs(&path, out);
+        } else if path.extension().is_some_and(|e| e == "md") {
+            out.push(path);
+        }
+    }
+}
+
 #[test]
 fn no_page_has_a_figure_typed_by_hand() {
     let known = known();
     let mut used = vec![false; known.len()];
     let mut stray = Vec::new();
-    for page in pages() {
+    let owners = pages();
+    let mut every = vec![root().join("README.md")];
+    all_docs(&root().join("docs"), &mut every);
+    for page in every {
         let name = page.strip_prefix(root()).unwrap().display().to_string();
         let text = pimigrate::docgen::without_blocks(&std::fs::read_to_string(&page).unwrap());
         for (number, line) in text.lines().enumerate() {
@@ -274,9 +291,14 @@ fn no_page_has_a_figure_typed_by_hand() {
             if found.is_empty() {
                 continue;
             }
+            // A figure named here is checked against its source wherever
+            // it is; one that is not is an error only in an owner's page.
             match known.iter().position(|k| line.contains(k.phrase)) {
                 Some(index) => used[index] = true,
-                None => stray.push(format!("{name}:{}: {found:?} in {line}", number + 1)),
+                None if owners.contains(&page) => {
+                    stray.push(format!("{name}:{}: {found:?} in {line}", number + 1))
+                }
+                None => {}
             }
         }
     }
@@ -336,4 +358,128 @@ fn every_duration_in_the_help_is_the_codes() {
     }
     // bench, recommend, verify and the wizard's --quick, and the presets.
     assert!(lines_with_figures >= 6, "{lines_with_figures}");
+}
+
+/// GitHub's anchor for a heading: lower case, punctuation but `-` and `_`
+/// dropped, spaces as `-`.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ' '))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The lines of a page outside fenced code blocks, with their numbers.
+fn prose(text: &str) -> Vec<(usize, &str)> {
+    let mut fenced = false;
+    let mut lines = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced {
+            lines.push((number + 1, line));
+        }
+    }
+    lines
+}
+
+/// A line without its code spans.
+fn without_code(line: &str) -> String {
+    line.split('`').step_by(2).collect::<Vec<_>>().join(" ")
+}
+
+/// Every anchor a page has: its headings' (a repeated heading gets `-1`,
+/// `-2`, ... as on GitHub).
+fn anchors(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut seen = std::collections::HashMap::<String, usize>::new();
+    for (_, line) in prose(text) {
+        let hashes = line.chars().take_while(|c| *c == '#').count();
+        if (1..=6).contains(&hashes) && line[hashes..].starts_with(' ') {
+            let base = anchor(line[hashes..].trim_end_matches('#'));
+            let count = seen.entry(base.clone()).or_default();
+            found.push(match *count {
+                0 => base,
+                n => format!("{base}-{n}"),
+            });
+            *count += 1;
+        }
+    }
+    found
+}
+
+/// Every relative link of README.md and docs/ (its subfolders too) names
+/// a file that exists, and a heading of that page when it has an anchor;
+/// and no link's text runs over a line end, which the package's rewriter
+/// of links (src/package_docs.rs, a line at a time) would not see.
+#[test]
+fn every_relative_link_resolves() {
+    let mut every = vec![root().join("README.md")];
+    all_docs(&root().join("docs"), &mut every);
+    let mut broken = Vec::new();
+    for page in &every {
+        let name = page.strip_prefix(root()).unwrap().display().to_string();
+        let text = std::fs::read_to_string(page).unwrap();
+        let mut open_text = false;
+        for (number, line) in prose(&text) {
+            let line = without_code(line);
+            let rest = line.as_str();
+            // A `[` whose `]` is on a later line, followed there by `(`.
+            if open_text && rest.contains("](") && !rest[..rest.find("](").unwrap()].contains('[') {
+                broken.push(format!(
+                    "{name}:{number}: a link's text runs over a line end"
+                ));
+            }
+            open_text = rest.rfind('[') > rest.rfind(']');
+            let mut at = 0;
+            while let Some(found) = rest[at..].find("](") {
+                let start = at + found + 2;
+                let Some(len) = rest[start..].find(')') else {
+                    break;
+                };
+                let target = &rest[start..start + len];
+                at = start + len;
+                if target.contains("://") || target.starts_with("mailto:") || target.contains(' ') {
+                    continue;
+                }
+                let (path, fragment) = target.split_once('#').unwrap_or((target, ""));
+                let file = if path.is_empty() {
+                    page.clone()
+                } else {
+                    page.parent().unwrap().join(path)
+                };
+                if !file.exists() {
+                    broken.push(format!("{name}:{number}: {target}: no such file"));
+                } else if !fragment.is_empty()
+                    && file.extension().is_some_and(|e| e == "md")
+                    && !anchors(&std::fs::read_to_string(&file).unwrap())
+                        .iter()
+                        .any(|a| a == fragment)
+                {
+                    broken.push(format!("{name}:{number}: {target}: no such heading"));
+                }
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn anchors_are_githubs() {
+    assert_eq!(anchor("The firmware's contract"), "the-firmwares-contract");
+    assert_eq!(
+        anchor("What a failing source costs the target: nothing"),
+        "what-a-failing-source-costs-the-target-nothing"
+    );
+    assert_eq!(
+        anchor("`/boot` versus `/boot/firmware`"),
+        "boot-versus-bootfirmware"
+    );
+    assert_eq!(
+        anchors("# A\n## A\n```\n# not\n```\n### B #\n"),
+        ["a", "a-1", "b"]
+    );
 }

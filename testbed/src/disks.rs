@@ -164,7 +164,7 @@ impl Disk {
         // cache=writeback each flush was an fdatasync of the image, which
         // waits behind the host's other writers (the builds beside the
         // speed scenarios): the likeliest cause of the guests that used no
-        // CPU for two minutes there (docs/testbed.md, "Two lanes").
+        // CPU for two minutes there (docs/testbed/README.md, "Two lanes").
         let drive = format!(
             "if=none,id={id},file={},format=raw,cache=unsafe,aio={}{}",
             self.image.display(),

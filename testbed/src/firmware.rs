@@ -1,6 +1,6 @@
 //! The firmware stand-in: what a Pi's boot ROM, EEPROM bootloader and
 //! `start*.elf` do before Linux runs, reduced to what a migration depends
-//! on (docs/testbed.md, "The firmware's contract"). For a Pi 4 or 5 it runs
+//! on (docs/testbed/firmware.md). For a Pi 4 or 5 it runs
 //! a staged EEPROM update first ([`crate::recovery`]), then follows the
 //! bootloader's order ([`crate::bootloader`]: BOOT_ORDER, its `[tryboot]`
 //! section, a one-shot reboot order) mode by mode, moving on only while it

@@ -10,7 +10,7 @@
 //! partition ([`card_channel`]). Both have a firmware stand-in that reads
 //! `config.txt`/`tryboot.txt` from the boot disk's FAT partition as the
 //! model's firmware would; the scenarios are built from these
-//! (docs/testbed.md).
+//! (docs/testbed/README.md).
 //!
 //! ```no_run
 //! use pi_testbed::{After, Bus, ImageSet, Pi};

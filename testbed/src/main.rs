@@ -145,7 +145,7 @@ fn run(args: &[String]) -> Result<i32> {
             scope.spawn(worker);
         }
         // One more guest once the work beside the lane is done: the
-        // guests alone leave part of the machine idle (docs/testbed.md).
+        // guests alone leave part of the machine idle (docs/testbed/README.md, "Two lanes").
         if let Some(flag) = &extra_job_after {
             scope.spawn(move || {
                 while !flag.exists() {
@@ -169,7 +169,7 @@ fn run(args: &[String]) -> Result<i32> {
     let passed = results.iter().filter(|ok| **ok).count();
     let failed = results.len() - passed;
     eprintln!("testbed: total {:.0?}", suite.elapsed());
-    // The failure matrix's line (docs/testbed.md, "Unattended").
+    // The failure matrix's line (docs/testbed/scenarios.md, "Unattended").
     if let Some(line) = pi_testbed::unattended::summary(&pi_testbed::unattended::cases()) {
         println!("{line}");
         times.note(&line);
@@ -180,7 +180,7 @@ fn run(args: &[String]) -> Result<i32> {
 
 /// How many scenarios that time nothing run at once
 /// (`PI_TESTBED_JOBS`, default 2: each guest's emulated SD card and USB
-/// leave a core idle much of the time, measured in docs/testbed.md).
+/// leave a core idle much of the time, measured in docs/testbed/README.md, "Two lanes").
 fn jobs() -> usize {
     std::env::var("PI_TESTBED_JOBS")
         .ok()

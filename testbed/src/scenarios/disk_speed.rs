@@ -15,7 +15,7 @@ const TOLERANCE: f64 = 0.25;
 
 /// What each emulated bus delivers unthrottled, under TCG on this 2-core
 /// host (random 4 KiB IOPS read, write; sequential 1 MiB B/s read, write;
-/// measured with this scenario's fio jobs, see docs/testbed.md). A limit is
+/// measured with this scenario's fio jobs, see docs/testbed/disks.md). A limit is
 /// *binding*, and then checked to be met, only below half of this: above,
 /// the emulation itself is the bottleneck and the limit can only be checked
 /// as not exceeded. QEMU's SD card is slow by nature, far below an A1 card.

@@ -33,7 +33,7 @@ tryboot_flag=$(cat "$TESTBED/job/tryboot")
 /// They test the playbook, not where the pick threshold falls, so the drive
 /// must be the pick beyond doubt: under emulation NVMe does about 9000
 /// random 4K reads and 7800 writes a second against the card's 780 and 260
-/// (docs/testbed.md), more than ten times even on a loaded host, where a
+/// (docs/testbed/disks.md), more than ten times even on a loaded host, where a
 /// UAS SSD beside an A1 card once measured 2.0x, the threshold itself, and
 /// nothing was picked.
 pub fn setup(name: &str, images: &ImageSet) -> Setup {

@@ -4,7 +4,7 @@
 //! measured: it picks the SSD, warns that the flash drive is slower at
 //! random writes than the SD card, and the flash drive's measured write IOPS
 //! are its profile's binding limit (50, within 15 %, as issue 4 asks; see
-//! docs/testbed.md).
+//! docs/testbed/disks.md).
 
 use super::pimigrate_bin;
 use super::setup::{Rig, Setup};
@@ -13,7 +13,7 @@ use crate::{After, Boot, Bus, ImageSet, Pi};
 use anyhow::{bail, ensure, Context, Result};
 use serde_json::Value;
 
-/// The `usb-flash` profile's random-write limit, which binds (docs/testbed.md).
+/// The `usb-flash` profile's random-write limit, which binds (docs/testbed/disks.md).
 const FLASH_WRITE_IOPS: f64 = 50.0;
 
 /// How far a binding limit's measurement may stray, as issue 4 asks. The
@@ -53,7 +53,7 @@ pub fn run(images: &ImageSet) -> Result<()> {
         // 1.9-2.0x on a loaded host, the 2.0 threshold itself, so the pick
         // could go either way. Beside this card's 150 writes a second it
         // is several times the threshold, and the flash drive's 50 are
-        // still a third of the card's (docs/testbed.md, "Disks").
+        // still a third of the card's (docs/testbed/disks.md).
         .sd_profile("sd-c10")
         .blank("flash", Bus::UsbStorage, 4 << 30, "usb-flash")
         .usb_ssd()
