@@ -3,6 +3,7 @@
 #
 #   testbed/run.sh                 every scenario
 #   testbed/run.sh sd-boot ...     the named ones (`testbed/run.sh --list`)
+#   testbed/run.sh --write-docs    the scenario table of docs/testbed/scenarios.md
 #   testbed/run.sh --packages      only install the host packages it needs
 #
 # Installs the host packages it needs, builds or reuses the cached image,
@@ -84,6 +85,10 @@ install_packages() {
 
 if [[ ${1:-} == --list ]]; then
     exec cargo run -q -p pi-testbed -- list
+fi
+# docs/testbed/scenarios.md's table, from each scenario's `about`.
+if [[ ${1:-} == --write-docs ]]; then
+    exec cargo run -q -p pi-testbed -- write-docs
 fi
 
 [[ $(id -u) == 0 ]] || setup_failed "run as root (debootstrap, chroot and disk images need it)"

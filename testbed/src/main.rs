@@ -38,6 +38,21 @@ fn dispatch(args: &[String]) -> Result<i32> {
             }
             Ok(0)
         }
+        // The scenario table of docs/testbed/scenarios.md, from `about`.
+        Some("write-docs") => {
+            let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("..")
+                .join(scenarios::TABLE_DOC);
+            let doc = std::fs::read_to_string(&path)?;
+            let Some(new) = scenarios::with_table(&doc, &scenarios::markdown_table()) else {
+                bail!("{} has no scenarios:begin/end markers", path.display());
+            };
+            if new != doc {
+                std::fs::write(&path, new)?;
+                println!("wrote the scenario table into {}", scenarios::TABLE_DOC);
+            }
+            Ok(0)
+        }
         Some("image") => {
             println!("{}", ImageSet::ensure()?.dir.display());
             Ok(0)
@@ -51,7 +66,7 @@ fn dispatch(args: &[String]) -> Result<i32> {
         }
         Some("run") => run(&args[1..]),
         _ => bail!(
-            "usage: pi-testbed list | image | run [--lane shared|alone | SCENARIO...] | needs-arm [ARGS...]"
+            "usage: pi-testbed list | write-docs | image | run [--lane shared|alone | SCENARIO...] | needs-arm [ARGS...]"
         ),
     }
 }
