@@ -136,7 +136,7 @@ pub fn all() -> Vec<Scenario> {
         },
         Scenario {
             name: "sync-standby",
-            about: "after migrate --layout full the SD card is the standby: changes on the SSD's root synced to it (hard links, an xattr, a mode), a sync killed midway reported incomplete and completed, the SSD gone: the card boots with the changes and its own ids; the copies' throughput against the card's read",
+            about: "after migrate --layout full the SD card is the standby: changes on the SSD's root synced to it (hard links, an xattr, a mode), a sync killed midway reported incomplete and completed, the SSD gone: the card boots with the changes and its own ids",
             run: sync_standby::run,
             alone: false,
             arm: false,
