@@ -16,8 +16,10 @@ mod disk_speed;
 mod fleet;
 mod full_move;
 mod migrate_trial;
+mod pi_copy_bench;
 mod pimigrate_bin;
 mod power_cut;
+mod profilers;
 mod raspi;
 mod recommend;
 mod reference_migration;
@@ -193,6 +195,19 @@ pub fn all() -> Vec<Scenario> {
             arm: false,
         },
     ]
+}
+
+/// Benchmarks: run by name only (`scripts/bench-pi-copy.sh`), never by
+/// `run` without names, a lane, or `scripts/test.sh`. They measure and
+/// print; they fail only when something broke, never on a figure.
+pub fn benchmarks() -> Vec<Scenario> {
+    vec![Scenario {
+        name: pi_copy_bench::NAME,
+        about: "benchmark: pimigrate migrate's copy and a full sync against rsync -aHAXx of the same root onto the same blank USB SSD, one boot, caches dropped, medians (PI_TESTBED_BENCH_RUNS, default 3; PI_TESTBED_BENCH_PROFILE=strace|perf adds a profiled run of each)",
+        run: pi_copy_bench::run,
+        alone: true,
+        arm: false,
+    }]
 }
 
 /// The SD card of scenarios that time nothing: QEMU's card with no
