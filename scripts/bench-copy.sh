@@ -46,8 +46,8 @@ work=${BENCH_DIR:-/var/tmp/pimigrate-bench-copy}
 mkdir -p "$work"
 say "building the copier"
 cargo build --release --quiet --example copy-tree --bin pimigrate
-copier=$PWD/target/release/examples/copy-tree
-pimigrate=$PWD/target/release/pimigrate
+copier=${CARGO_TARGET_DIR:-$PWD/target}/release/examples/copy-tree
+pimigrate=${CARGO_TARGET_DIR:-$PWD/target}/release/pimigrate
 
 # On exit, every filesystem mounted under the work folder is unmounted,
 # deepest first, and the images' loop devices detached. Found with findmnt

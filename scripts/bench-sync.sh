@@ -49,7 +49,7 @@ work=${BENCH_DIR:-/var/tmp/pimigrate-bench-sync}
 mkdir -p "$work"
 say "building pimigrate"
 cargo build --release --quiet --bin pimigrate
-pimigrate=$PWD/target/release/pimigrate
+pimigrate=${CARGO_TARGET_DIR:-$PWD/target}/release/pimigrate
 
 src=$work/src rs=$work/rsync state=$work/state
 standby_loop=

@@ -198,6 +198,7 @@ done
 for script in postinst prerm postrm; do
     check "has the maintainer script $script (executable)" grep -qE "[*] +$script +#!/bin/sh" <<<"$(dpkg-deb -I "$deb")"
 done
+check "installs the login message, mode 755" installs -rwxr-xr-x etc/update-motd.d/60-pimigrate
 
 tree=$(mktemp -d)
 trap 'rm -rf "$tree"' EXIT

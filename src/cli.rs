@@ -95,6 +95,39 @@ pub enum Command {
     /// migrated from, or --to DEV) and check that it would boot.
     #[command(after_long_help = crate::exit::help_text(Some("sync")))]
     Sync(SyncArgs),
+    /// Where a migration stands and how it ended: still running, stopped,
+    /// waiting for its trial, the trial committed or back on the SD card (and why).
+    #[command(after_long_help = crate::exit::help_text(Some("status")))]
+    Status(StatusArgs),
+    /// What a trial boot's own units run (not for people: see `pimigrate plan`, "Trial boot").
+    #[command(hide = true)]
+    Trial(TrialCheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Say only what is news, prefixed `pimigrate:`, and nothing otherwise:
+    /// for a login message (the package's /etc/update-motd.d/60-pimigrate).
+    #[arg(long)]
+    pub login: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TrialCheckArgs {
+    #[command(subcommand)]
+    pub action: TrialAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TrialAction {
+    /// Check this trial boot with verify's checks: commit when they pass,
+    /// else record why and exit 5 (the unit then reboots).
+    Check,
+    /// Record that the trial stopped in systemd's emergency or rescue mode.
+    Failed {
+        #[arg(long, value_name = "MODE")]
+        why: String,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -320,6 +353,11 @@ pub struct WizardArgs {
     #[command(flatten)]
     pub trial: TrialArgs,
 
+    /// The trial boot checks itself once it is up and commits when the
+    /// checks pass, or reboots to the SD card (as `migrate --auto-commit`).
+    #[arg(long, conflicts_with = "no_trial")]
+    pub auto_commit: bool,
+
     /// A full move: change the bootloader's config as the plan shows
     /// (apply), or only show it (instead of asking; unattended: show).
     #[arg(long, value_enum)]
@@ -434,6 +472,13 @@ pub struct PlanArgs {
     /// order when it may be changed.
     #[arg(long, value_enum, default_value_t = HandoverChoice::Auto)]
     pub handover: HandoverChoice,
+
+    /// The trial boot checks itself once it is up (verify's checks) and
+    /// commits when they pass; when they fail it reboots without
+    /// committing, so the SD card starts as before. Either way the outcome
+    /// is recorded, and `pimigrate status` says what happened.
+    #[arg(long, conflicts_with = "no_trial")]
+    pub auto_commit: bool,
 
     /// Compare file contents in the copy's second pass, not only size and
     /// modification time (slower).
@@ -612,6 +657,7 @@ impl PlanArgs {
             checksum: self.checksum,
             boot_order: self.boot_order,
             handover: self.handover,
+            auto_commit: self.auto_commit,
         }
     }
 }
@@ -639,6 +685,7 @@ impl WizardArgs {
             boot_order: self.boot_order,
             handover: self.handover,
             reboot: self.reboot.then_some(true),
+            auto_commit: self.auto_commit,
             yes: self.yes,
             seed: self.seed,
         }

@@ -18,7 +18,7 @@ pub const EXIT_INTERRUPTED: u8 = 130;
 
 /// Every subcommand, as `pimigrate <name>` spells it (`wizard` is also
 /// `pimigrate` alone).
-pub const COMMANDS: [&str; 9] = [
+pub const COMMANDS: [&str; 10] = [
     "devices",
     "plan",
     "bench",
@@ -28,6 +28,7 @@ pub const COMMANDS: [&str; 9] = [
     "verify",
     "wizard",
     "sync",
+    "status",
 ];
 
 /// One row of the table: a code, the commands that end with it (empty:

@@ -12,7 +12,8 @@ fn main() -> ExitCode {
             ExitCode::from(pimigrate::exit::EXIT_INTERRUPTED)
         }
         Err(err) => {
-            eprintln!("pimigrate: {err:#}");
+            // Not eprintln!, which panics when the terminal has gone away.
+            pimigrate::signals::eprint_line(&format!("pimigrate: {err:#}"));
             ExitCode::from(pimigrate::exit::EXIT_ERROR)
         }
     }

@@ -5,9 +5,12 @@ use clap::CommandFactory;
 use std::path::Path;
 use std::process::Command;
 
+/// The subcommands a person uses (hidden ones, which a trial boot's own
+/// units run, have no page).
 fn subcommands() -> Vec<String> {
     pimigrate::cli::Cli::command()
         .get_subcommands()
+        .filter(|s| !s.is_hide_set())
         .map(|s| s.get_name().to_string())
         .collect()
 }
@@ -84,6 +87,7 @@ fn the_package_metadata_installs_every_asset() {
         "\"target/assets/pimigrate.bash\", \"usr/share/bash-completion/completions/pimigrate\"",
         "\"target/assets/_pimigrate\", \"usr/share/zsh/vendor-completions/_pimigrate\"",
         "\"target/assets/pimigrate.fish\", \"usr/share/fish/vendor_completions.d/pimigrate.fish\"",
+        "\"packaging/update-motd.d/60-pimigrate\", \"etc/update-motd.d/60-pimigrate\", \"755\"",
     ] {
         assert!(deb.contains(needle), "the package metadata lacks {needle}");
     }

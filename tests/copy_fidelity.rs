@@ -3,9 +3,11 @@
 //! `rsync -naHAXc --itemize-changes --numeric-ids` (the reference for a
 //! faithful copy) must find nothing left to do. Needs root, losetup,
 //! mkfs.ext4, rsync, setfacl (acl) and setcap (libcap2-bin). Without them
-//! the tests are skipped, except when CI=true, where they fail.
+//! the tests are skipped, except when CI=true, where they fail. A source
+//! that fails (a garbled directory block, a read failing half-way through
+//! a file) must cost the target nothing.
 
-use crate::common::Loop;
+use crate::common::{ext4_blocks_of as blocks_of, tool_output as run, Loop};
 use pimigrate::copy::{self, Cancelled, CopyOptions, CopyStats};
 use pimigrate::system::usage::Exclusion;
 use std::ffi::OsStr;
@@ -21,6 +23,7 @@ use std::time::Duration;
 const TOOLS: &[(&str, &str)] = &[
     ("losetup", "mount"),
     ("mkfs.ext4", "e2fsprogs"),
+    ("debugfs", "e2fsprogs"),
     ("rsync", "rsync"),
     ("setfacl", "acl"),
     ("getfattr", "attr"),
@@ -52,19 +55,6 @@ fn prerequisites_met() -> bool {
     false
 }
 
-fn run(program: &str, args: &[&OsStr]) -> String {
-    let output = Command::new(program)
-        .args(args)
-        .output()
-        .unwrap_or_else(|err| panic!("running {program}: {err}"));
-    assert!(
-        output.status.success(),
-        "{program} {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
 fn os(s: &str) -> &OsStr {
     OsStr::new(s)
 }
@@ -82,6 +72,13 @@ struct Ext4 {
 
 impl Ext4 {
     fn new(size_mib: u64) -> Ext4 {
+        Ext4::build(size_mib, false)
+    }
+
+    /// With `direct_io`, the loop device reads its image with O_DIRECT, so
+    /// a read past the image's end (the image cut short after the attach)
+    /// fails with EIO, as a bad sector does, instead of reading zeros.
+    fn build(size_mib: u64, direct_io: bool) -> Ext4 {
         let dir = tempfile::Builder::new()
             .prefix("pimigrate-copy-")
             .tempdir_in("/var/tmp")
@@ -110,7 +107,22 @@ impl Ext4 {
                 image.as_os_str(),
             ],
         );
-        let device = Loop::attach(&image, None, false);
+        let device = if direct_io {
+            let device = run(
+                "losetup",
+                &[
+                    os("-f"),
+                    os("--show"),
+                    os("--direct-io=on"),
+                    image.as_os_str(),
+                ],
+            );
+            Loop {
+                device: device.trim().to_string(),
+            }
+        } else {
+            Loop::attach(&image, None, false)
+        };
         run("mount", &[os(&device.device), ext4.mount.as_os_str()]);
         ext4.device = Some(device);
         ext4.mounted = true;
@@ -119,6 +131,30 @@ impl Ext4 {
 
     fn path(&self) -> &Path {
         &self.mount
+    }
+
+    fn device(&self) -> &str {
+        &self.device.as_ref().expect("attached").device
+    }
+
+    fn image(&self) -> PathBuf {
+        self.dir.join("fs.img")
+    }
+
+    /// Unmounts, runs `change` on the device, and mounts again: ext4 then
+    /// reads its blocks from the device anew.
+    fn remounted(&mut self, change: impl FnOnce(&str)) {
+        run("umount", &[self.mount.as_os_str()]);
+        self.mounted = false;
+        change(self.device());
+        run("mount", &[os(self.device()), self.mount.as_os_str()]);
+        self.mounted = true;
+    }
+
+    fn block_size(&self) -> u64 {
+        nix::sys::statvfs::statvfs(&self.mount)
+            .unwrap()
+            .block_size()
     }
 }
 
@@ -748,6 +784,35 @@ fn a_file_dated_2040_and_a_sparse_file_past_2_gib_are_copied_exactly() {
         file.read_exact_at(&mut bytes[..4], (2 << 30) + 7).unwrap();
         assert_eq!(&bytes[..4], &[0; 4]);
     }
+
+    // Changed since: the second pass writes a new copy beside the old one
+    // and renames it into place, holes kept as well.
+    {
+        use std::os::unix::fs::FileExt;
+        let file = fs::OpenOptions::new().write(true).open(&big).unwrap();
+        file.write_all_at(b"HEAD", 0).unwrap();
+    }
+    let stats = copy::second_pass(
+        &source,
+        &target,
+        &options(false),
+        &AtomicBool::new(false),
+        &no_progress,
+    )
+    .unwrap();
+    assert!(stats.errors.is_empty(), "{:?}", stats.errors);
+    assert_eq!(stats.files, 1);
+    let meta = fs::metadata(&copied).unwrap();
+    assert_eq!(meta.len(), 3 << 30);
+    assert!(meta.blocks() * 512 < 1 << 20, "{} blocks", meta.blocks());
+    {
+        use std::os::unix::fs::FileExt;
+        let file = fs::File::open(&copied).unwrap();
+        file.read_exact_at(&mut bytes, tail_at).unwrap();
+        assert_eq!(&bytes, b"tail past 2 GiB");
+        file.read_exact_at(&mut bytes[..4], 0).unwrap();
+        assert_eq!(&bytes[..4], b"HEAD");
+    }
 }
 
 /// 32-bit regression (armhf): the plain statvfs counts blocks in 32 bits
@@ -764,4 +829,176 @@ fn a_filesystem_over_16_tib_reports_its_size() {
     assert_eq!(space.total_bytes(), 20 << 40, "{space:?}");
     assert!(space.blocks > u64::from(u32::MAX), "{space:?}");
     assert!(space.available_bytes() > 16 << 40, "{space:?}");
+}
+
+/// The names in `dir`, sorted.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// A standby lost a whole directory to a garbled directory block on the
+/// source: ext4 fails its listing with EBADMSG ("Bad message"), the copier
+/// took that for an empty directory, and the second pass (that of every
+/// sync, of migrate and of --resume) deleted the 40 files the target held
+/// there. Now they stay, untouched, and the error names the directory.
+#[test]
+fn a_garbled_directory_block_on_the_source_costs_the_target_nothing() {
+    if !prerequisites_met() {
+        return;
+    }
+    let mut source_fs = Ext4::new(64);
+    let target_fs = Ext4::new(64);
+    let source = source_fs.path().join("root");
+    let target = target_fs.path().join("root");
+    let keep = source.join("srv/keep");
+    fs::create_dir_all(&keep).unwrap();
+    for i in 0..40 {
+        fs::write(keep.join(format!("file{i:02}")), format!("kept {i}\n")).unwrap();
+    }
+    fs::write(source.join("srv/other"), b"other\n").unwrap();
+    let cancel = AtomicBool::new(false);
+    let first = copy::copy_tree(&source, &target, &options(false), &cancel, &no_progress).unwrap();
+    assert!(first.errors.is_empty(), "{:#?}", first.errors);
+    let copied = names_in(&target.join("srv/keep"));
+    assert_eq!(copied.len(), 40);
+    let before = fs::metadata(target.join("srv/keep")).unwrap();
+
+    // Changed since, as a sync finds it: a file added under srv/keep, and
+    // one elsewhere, which the pass must still copy.
+    fs::write(keep.join("added"), b"added\n").unwrap();
+    fs::write(source.join("srv/other"), b"other, changed\n").unwrap();
+    // Garbage over the directory's blocks, written through the device
+    // while the filesystem is unmounted, so that ext4 reads it anew.
+    let block_size = source_fs.block_size();
+    source_fs.remounted(|device| {
+        let blocks = blocks_of(device, "root/srv/keep");
+        let garbage: Vec<u8> = (0..block_size).map(|i| (i * 131 % 251) as u8).collect();
+        let disk = fs::OpenOptions::new().write(true).open(device).unwrap();
+        for block in blocks {
+            std::os::unix::fs::FileExt::write_all_at(&disk, &garbage, block * block_size).unwrap();
+        }
+        disk.sync_all().unwrap();
+    });
+    let listed: Result<Vec<_>, _> = fs::read_dir(&keep).unwrap().collect();
+    assert_eq!(
+        listed.as_ref().err().and_then(|e| e.raw_os_error()),
+        Some(libc::EBADMSG),
+        "ext4 fails the garbled directory's listing: {listed:?}"
+    );
+
+    let stats =
+        copy::second_pass(&source, &target, &options(false), &cancel, &no_progress).unwrap();
+    let shown = stats.errors_shown(10);
+    assert_eq!(stats.error_count, 1, "{shown}");
+    assert_eq!(stats.errors[0].path, keep, "{shown}");
+    assert_eq!(stats.errors[0].errno, Some(libc::EBADMSG), "{shown}");
+    assert!(
+        shown.contains("srv/keep: list directory: Bad message"),
+        "{shown}"
+    );
+    assert_eq!(stats.deleted, 0);
+    assert_eq!(
+        names_in(&target.join("srv/keep")),
+        copied,
+        "all 40 are kept"
+    );
+    for i in 0..40 {
+        assert_eq!(
+            fs::read(target.join(format!("srv/keep/file{i:02}"))).unwrap(),
+            format!("kept {i}\n").as_bytes()
+        );
+    }
+    let after = fs::metadata(target.join("srv/keep")).unwrap();
+    assert_eq!(
+        (after.mode(), after.mtime(), after.mtime_nsec()),
+        (before.mode(), before.mtime(), before.mtime_nsec()),
+        "nor is its metadata changed"
+    );
+    assert_eq!(
+        fs::read(target.join("srv/other")).unwrap(),
+        b"other, changed\n",
+        "the rest of the tree is copied"
+    );
+}
+
+/// A changed file whose read fails half-way with EIO (its second half
+/// lies past the end of the image its loop device reads with direct I/O:
+/// the device fails those reads as it would a bad sector's). The second
+/// pass used to truncate the target's copy before reading the source; now
+/// it writes a new copy beside it and never renames it in, so the target
+/// keeps its old bytes, in the same inode, and the error names the file.
+#[test]
+fn a_file_whose_read_fails_half_way_keeps_its_copy_on_the_target() {
+    if !prerequisites_met() {
+        return;
+    }
+    let mut source_fs = Ext4::build(64, true);
+    let target_fs = Ext4::new(64);
+    let name = source_fs.device().trim_start_matches("/dev/").to_string();
+    let dio = fs::read_to_string(format!("/sys/block/{name}/loop/dio")).unwrap();
+    assert_eq!(
+        dio.trim(),
+        "1",
+        "the loop device reads its image with direct I/O"
+    );
+    let source = source_fs.path().join("root");
+    let target = target_fs.path().join("root");
+    fs::create_dir_all(source.join("etc")).unwrap();
+    fs::write(source.join("etc/small"), b"small\n").unwrap();
+    let old: Vec<u8> = (0..(4u32 << 20)).map(|i| (i % 251) as u8).collect();
+    fs::write(source.join("victim"), &old).unwrap();
+    let cancel = AtomicBool::new(false);
+    let first = copy::copy_tree(&source, &target, &options(false), &cancel, &no_progress).unwrap();
+    assert!(first.errors.is_empty(), "{:#?}", first.errors);
+    let inode = fs::metadata(target.join("victim")).unwrap().ino();
+
+    // A new version, written last: its blocks are the filesystem's last.
+    let new: Vec<u8> = (0..(8u32 << 20)).map(|i| (i % 241) as u8).collect();
+    fs::write(source.join("victim.new"), &new).unwrap();
+    fs::rename(source.join("victim.new"), source.join("victim")).unwrap();
+    fs::write(source.join("etc/small"), b"small, changed\n").unwrap();
+    let block_size = source_fs.block_size();
+    let mut blocks = Vec::new();
+    // Remounted: nothing of the file stays cached, it is read from the device.
+    source_fs.remounted(|device| blocks = blocks_of(device, "root/victim"));
+    let middle = blocks[blocks.len() / 2];
+    assert!(
+        blocks[blocks.len() / 2..].iter().all(|&b| b >= middle),
+        "the second half of the file is not at the end of its blocks: {blocks:?}"
+    );
+    // The image ends in the middle of the file; the device keeps its size.
+    fs::OpenOptions::new()
+        .write(true)
+        .open(source_fs.image())
+        .unwrap()
+        .set_len(middle * block_size)
+        .unwrap();
+
+    let stats =
+        copy::second_pass(&source, &target, &options(false), &cancel, &no_progress).unwrap();
+    let shown = stats.errors_shown(10);
+    assert_eq!(stats.error_count, 1, "{shown}");
+    assert_eq!(stats.errors[0].path, source.join("victim"), "{shown}");
+    assert_eq!(stats.errors[0].operation, "copy data", "{shown}");
+    assert_eq!(stats.errors[0].errno, Some(libc::EIO), "{shown}");
+    let kept = fs::metadata(target.join("victim")).unwrap();
+    assert_eq!(kept.ino(), inode, "the same inode");
+    assert!(
+        fs::read(target.join("victim")).unwrap() == old,
+        "its old bytes"
+    );
+    assert_eq!(
+        names_in(&target),
+        ["etc", "victim"].map(String::from),
+        "no temporary file is left"
+    );
+    assert_eq!(
+        fs::read(target.join("etc/small")).unwrap(),
+        b"small, changed\n"
+    );
 }

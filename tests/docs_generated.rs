@@ -8,6 +8,7 @@
 use clap::CommandFactory;
 use pimigrate::bench::suite::{Preset, SuiteParams};
 use pimigrate::bench::times::{self, SuiteTime};
+use pimigrate::plan::{bootloader, trial_guard};
 use std::path::{Path, PathBuf};
 
 fn root() -> &'static Path {
@@ -189,6 +190,46 @@ fn known() -> Vec<Known> {
                 "tests/sync_host.rs",
                 "recv_timeout(std::time::Duration::from_secs(40))",
             ),
+        },
+        Known {
+            phrase: "up on its root, which it does after 30 s by itself.",
+            source: Code(format!("{} s", trial_guard::INITRAMFS_ROOT_WAIT_SECONDS)),
+        },
+        Known {
+            phrase: "appear within 90 s, and panics. An older kernel takes `rootwait=` for an",
+            source: Code(format!("{} s", trial_guard::TRIAL_ROOT_WAIT_SECONDS)),
+        },
+        Known {
+            phrase: "within 600 s (`JobTimeoutSec=`, `JobTimeoutAction=reboot-force`), so a",
+            source: Code(format!("{} s", trial_guard::TRIAL_BOOT_DEADLINE_SECONDS)),
+        },
+        Known {
+            phrase: "resets the Pi after 10 s, and so does the initramfs when it gives up",
+            source: Code(format!("{} s", bootloader::TRIAL_PANIC_SECONDS)),
+        },
+        Known {
+            phrase: "gives up on a root device that does not appear within 90 s (rootwait=SECONDS",
+            source: Code(format!("{} s", trial_guard::TRIAL_ROOT_WAIT_SECONDS)),
+        },
+        Known {
+            phrase: "the initramfs waits for the root device by itself, 30 s with initramfs-tools",
+            source: Code(format!("{} s", trial_guard::INITRAMFS_ROOT_WAIT_SECONDS)),
+        },
+        Known {
+            phrase: "the boot must reach its default target within 600 s (JobTimeoutSec=",
+            source: Code(format!("{} s", trial_guard::TRIAL_BOOT_DEADLINE_SECONDS)),
+        },
+        Known {
+            phrase: "6.5 and later; an initramfs gives up by itself after 30 s); in the trial",
+            source: Code(format!("{} s", trial_guard::INITRAMFS_ROOT_WAIT_SECONDS)),
+        },
+        Known {
+            phrase: "the Pi was back on the SD card 85 s after the trial reboot",
+            source: Theirs("an example of what `status` prints"),
+        },
+        Known {
+            phrase: "a boot that did not reach its target within 600 s, or a power cut",
+            source: Code(format!("{} s", trial_guard::TRIAL_BOOT_DEADLINE_SECONDS)),
         },
         Known {
             phrase: "`run_watched` looks every 5 seconds for a",

@@ -106,6 +106,12 @@ fn migrate_verify_and_rollback() {
     let output = run_on(&root, &["--json", "migrate", "--resume"]);
     assert_eq!(schema_of(&output, 0), "pimigrate.migrate/1");
     assert_eq!(json(&output)["status"], "already-complete");
+    // Where it stands: migrated, its trial next; `devices` embeds it.
+    let output = run_on(&root, &["--json", "status"]);
+    assert_eq!(schema_of(&output, 0), "pimigrate.status/1");
+    assert_eq!(json(&output)["stage"], "trial-pending");
+    let devices = json(&run_on(&root, &["--json", "devices"]));
+    assert_eq!(devices["migration"]["schema"], "pimigrate.status/1");
 }
 
 #[test]

@@ -228,6 +228,11 @@ fn a_trial_boot_leaves_cmdline_txt_alone_and_rollback_removes_its_files() {
         trial.contains(&format!("root=PARTUUID={partuuid} ")),
         "{trial}"
     );
+    // What resets a trial that does not come up, with nobody at the Pi.
+    assert!(
+        trial.contains(" panic=10") && trial.trim_end().ends_with(" pimigrate.trial=1"),
+        "{trial}"
+    );
     let tryboot = std::fs::read_to_string(setup.boot().join("tryboot.txt")).unwrap();
     assert!(
         tryboot.ends_with("cmdline=cmdline.pimigrate.txt\n"),
@@ -246,6 +251,23 @@ fn a_trial_boot_leaves_cmdline_txt_alone_and_rollback_removes_its_files() {
         let created = journal["created"].to_string();
         assert!(created.contains("cmdline.pimigrate.txt"), "{created}");
         assert!(created.contains("tryboot.txt"), "{created}");
+        // The trial's guard on the new root: the generator, and the
+        // pimigrate its units run, both executable.
+        use std::os::unix::fs::PermissionsExt;
+        for file in [
+            "etc/systemd/system-generators/pimigrate-trial",
+            "var/lib/pimigrate/trial/pimigrate",
+        ] {
+            let mode = std::fs::metadata(mnt.join(file))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o755, "{file}");
+        }
+        let generator =
+            std::fs::read_to_string(mnt.join("etc/systemd/system-generators/pimigrate-trial"))
+                .unwrap();
+        assert!(generator.contains("pimigrate.trial="), "{generator}");
     });
     let output = setup.run(&["rollback", "--yes"], None);
     assert_eq!(exit_code(&output), 0, "{}", stderr(&output));
@@ -340,7 +362,7 @@ fn ctrl_c_during_the_copy_stops_cleanly_and_resume_finishes() {
     signal(&child, Signal::SIGCONT);
     let pid = child.id();
     let output = child.wait_with_output().unwrap();
-    assert_eq!(exit_code(&output), 1, "{}", stderr(&output));
+    assert_eq!(exit_code(&output), 130, "{}", stderr(&output));
     assert!(
         stderr(&output).contains("interrupted") || stderr(&output).contains("cancel"),
         "{}",
@@ -360,6 +382,175 @@ fn ctrl_c_during_the_copy_stops_cleanly_and_resume_finishes() {
     assert_ne!(
         std::fs::read(setup.boot().join("cmdline.txt")).unwrap(),
         cmdline_before
+    );
+}
+
+/// A pseudo-terminal whose slave is a child's controlling terminal, the
+/// way an SSH session's is; dropping the [`Pty`] closes the master, which
+/// hangs the terminal up as a dropped session does.
+struct Pty {
+    master: std::os::fd::OwnedFd,
+    slave: std::path::PathBuf,
+}
+
+impl Pty {
+    fn open() -> Pty {
+        use std::os::fd::FromRawFd;
+        // SAFETY: plain libc calls on a descriptor this test owns.
+        unsafe {
+            let fd = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+            assert!(fd >= 0, "posix_openpt");
+            assert_eq!(libc::grantpt(fd), 0);
+            assert_eq!(libc::unlockpt(fd), 0);
+            let mut name = [0 as libc::c_char; 64];
+            assert_eq!(libc::ptsname_r(fd, name.as_mut_ptr(), name.len()), 0);
+            let slave = std::ffi::CStr::from_ptr(name.as_ptr())
+                .to_string_lossy()
+                .into_owned();
+            Pty {
+                master: std::os::fd::OwnedFd::from_raw_fd(fd),
+                slave: slave.into(),
+            }
+        }
+    }
+
+    /// `command` with the terminal as its stdin, stdout, stderr and
+    /// controlling terminal, in a session of its own (it is the session
+    /// leader, which the kernel sends SIGHUP when the terminal hangs up).
+    fn attach(&self, command: &mut Command) {
+        use std::os::unix::process::CommandExt;
+        let open = || {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&self.slave)
+                .unwrap()
+        };
+        command.stdin(open()).stdout(open()).stderr(open());
+        // SAFETY: setsid and ioctl are async-signal-safe.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+
+    /// Reads what the terminal shows until `stop` is set (the child must
+    /// not block on a full terminal before it reaches its fail point).
+    fn drain(
+        &self,
+        stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ) -> std::thread::JoinHandle<Vec<u8>> {
+        use std::os::fd::AsRawFd;
+        let fd = self.master.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let mut poll = libc::pollfd {
+                    fd: fd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one pollfd, a buffer of its stated length.
+                let ready = unsafe { libc::poll(&mut poll, 1, 100) };
+                if ready > 0 {
+                    let n =
+                        unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+                    if n <= 0 {
+                        break;
+                    }
+                    seen.extend_from_slice(&buf[..n as usize]);
+                }
+            }
+            seen
+        })
+    }
+}
+
+/// A dropped SSH session in the middle of the copy: the terminal hangs up
+/// while pimigrate is held at a file of the copy, the kernel sends it
+/// SIGHUP (and SIGCONT), and the migration carries on to its end, its
+/// output in the migration's log, without a panic on the dead terminal.
+#[test]
+fn a_terminal_that_hangs_up_mid_copy_leaves_the_migration_running_into_its_log() {
+    if !require_root("migrating to a loop device") {
+        return;
+    }
+    let setup = setup();
+    let cmdline_before = std::fs::read(setup.boot().join("cmdline.txt")).unwrap();
+    let pty = Pty::open();
+    let mut command = setup.command(
+        &[
+            "migrate",
+            "--target",
+            &setup.device,
+            "--yes",
+            "--trial",
+            "never",
+        ],
+        Some("copy-file@3:stop"),
+    );
+    pty.attach(&mut command);
+    let stop_reading = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = pty.drain(stop_reading.clone());
+    let mut child = command.spawn().unwrap();
+    let stat = format!("/proc/{}/stat", child.id());
+    let held = (0..600).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let state = std::fs::read_to_string(&stat).unwrap_or_default();
+        state
+            .split(") ")
+            .nth(1)
+            .is_some_and(|rest| rest.starts_with('T'))
+    });
+    assert!(held, "pimigrate never reached the copy's third file");
+    stop_reading.store(true, std::sync::atomic::Ordering::SeqCst);
+    let shown = String::from_utf8_lossy(&reader.join().unwrap()).into_owned();
+    assert!(shown.contains("copying the root filesystem"), "{shown}");
+    // The hang-up: the last descriptor of the master closes. The kernel
+    // sends the session leader SIGHUP and SIGCONT, so nothing else here
+    // touches the process.
+    drop(pty);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the migration did not end within 300 s of the hang-up"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let (_, log) = the_log(&setup);
+    assert_eq!(status.code(), Some(0), "{status:?}; the log:\n{log}");
+    assert!(!log.contains("panicked"), "{log}");
+    // The end, in the log: the executor's last lines, then what migrate
+    // printed once done (stdout went to the log after the hang-up).
+    let done = log
+        .find(" done\n")
+        .unwrap_or_else(|| panic!("no end in the log:\n{log}"));
+    assert!(log[done..].contains("next:"), "{log}");
+    assert!(
+        log[done..].contains("pimigrate rollback"),
+        "migrate's closing text is in the log too:\n{log}"
+    );
+    assert!(
+        !log.contains("\u{1b}["),
+        "no progress bar was drawn into the log:\n{log}"
+    );
+    assert_eq!(
+        setup.journal()["done"].as_array().unwrap().last().unwrap(),
+        "source-boot-edited"
+    );
+    assert_ne!(
+        std::fs::read(setup.boot().join("cmdline.txt")).unwrap(),
+        cmdline_before,
+        "the migration finished: cmdline.txt starts the new root"
     );
 }
 

@@ -3,13 +3,15 @@
 //! rsync after each run; changes of every kind carried over by the
 //! incremental sync; a sync killed midway marked incomplete and finished
 //! by the next; a standby whose writes stall (its image on a frozen
-//! filesystem) ended with a clear error; the refusals; the Ansible role
-//! (the timer's units: sync_timer.rs). (Booting the standby is the testbed's job.)
+//! filesystem) ended with a clear error; a source directory that cannot
+//! be listed (its block garbled) costing the standby nothing; the
+//! refusals; the Ansible role (the timer's units: sync_timer.rs).
+//! (Booting the standby is the testbed's job.)
 
 use crate::common;
 
 use common::migration::MigrationRig;
-use common::standby::{setup, SyncRig};
+use common::standby::{setup, SourceFs, SyncRig};
 use common::*;
 use serde_json::Value;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -602,4 +604,110 @@ fn links_planted_on_the_standby_are_never_followed() {
         assert!(root.join("var/lib/pimigrate/standby.json").exists());
         assert_eq!(differences(&tree, root, true), Vec::<String>::new());
     });
+}
+
+/// The names in a directory, sorted.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap_or_else(|err| panic!("listing {}: {err}", dir.display()))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// A standby is kept for the day the source fails, so a source that fails
+/// must never cost it what it holds: a directory whose block on the
+/// source is garbled (ext4 lists it with "Bad message", as it does a block
+/// a dying card garbled) after a change below it ends the sync failed,
+/// naming the directory, with the standby recorded incomplete and every
+/// one of its files there still on it; the rest of the change is carried
+/// over. With the block mended, the next sync completes the standby.
+#[test]
+fn a_source_directory_that_cannot_be_listed_costs_the_standby_nothing_and_the_next_sync_completes_it(
+) {
+    if !require_root("syncing from a garbled ext4 to a loop device") {
+        return;
+    }
+    let SyncRig { rig, _sd, _turn } = setup();
+    let tree = rig.tree.path().to_path_buf();
+    std::fs::create_dir_all(tree.join("srv/keep")).unwrap();
+    let kept: Vec<String> = (0..40).map(|i| format!("file{i:02}")).collect();
+    for (i, name) in kept.iter().enumerate() {
+        std::fs::write(tree.join("srv/keep").join(name), format!("kept {i}\n")).unwrap();
+    }
+    // Declared after the rig: unmounted before the rig's tree is removed.
+    let source = SourceFs::under(&tree, 64 << 20);
+    let first = synced(&rig.run(&["--json", "sync", "--to", &rig.device, "--yes"], None));
+    let start = root_start(&first);
+    rig.inspect_partition(start, |mnt| {
+        assert_eq!(names_in(&mnt.join("srv/keep")), kept);
+        assert_eq!(differences(&tree, mnt, true), Vec::<String>::new());
+    });
+
+    // A change under srv/keep and one elsewhere, then srv/keep's block
+    // garbled on the source's device.
+    std::fs::write(tree.join("srv/keep/added"), "added\n").unwrap();
+    std::fs::write(tree.join("srv/data/file-0"), "changed meanwhile\n").unwrap();
+    let saved = source.garble("srv/keep");
+    let listed: Result<Vec<_>, _> = std::fs::read_dir(tree.join("srv/keep")).unwrap().collect();
+    assert_eq!(
+        listed.as_ref().err().and_then(|e| e.raw_os_error()),
+        Some(libc::EBADMSG),
+        "ext4 fails the garbled directory's listing: {listed:?}"
+    );
+
+    let failed = rig.run(&["--json", "sync", "--yes"], None);
+    let said = stderr(&failed);
+    assert_eq!(exit_code(&failed), 1, "{}\n{said}", stdout(&failed));
+    assert!(
+        said.contains("srv/keep: list directory: Bad message"),
+        "the failed entry is named: {said}"
+    );
+    assert!(said.contains("marked incomplete"), "{said}");
+    let record_now = record(&rig);
+    assert_eq!(record_now["state"], "failed", "{record_now:#}");
+    assert!(
+        record_now["error"]
+            .as_str()
+            .unwrap()
+            .contains("srv/keep: list directory"),
+        "{record_now:#}"
+    );
+    let text = stdout(&rig.run(&["devices", "--all"], None));
+    assert!(text.contains("incomplete: the sync"), "{text}");
+    rig.inspect_partition(start, |mnt| {
+        assert_eq!(
+            names_in(&mnt.join("srv/keep")),
+            kept,
+            "the standby keeps every file of the directory it could not list"
+        );
+        for (i, name) in kept.iter().enumerate() {
+            assert_eq!(
+                std::fs::read_to_string(mnt.join("srv/keep").join(name)).unwrap(),
+                format!("kept {i}\n")
+            );
+        }
+        assert_eq!(
+            std::fs::read_to_string(mnt.join("srv/data/file-0")).unwrap(),
+            "changed meanwhile\n",
+            "the rest of the change is carried over"
+        );
+        let own: Value = serde_json::from_slice(
+            &std::fs::read(mnt.join("var/lib/pimigrate/standby.json")).unwrap(),
+        )
+        .unwrap();
+        assert_ne!(own["state"], "complete", "{own:#}");
+    });
+
+    // Mended: the next sync completes the standby.
+    source.restore(&saved);
+    let mended = synced(&rig.run(&["--json", "sync", "--yes"], None));
+    assert_eq!(mended["outcome"]["record"]["state"], "complete");
+    assert_eq!(record(&rig)["state"], "complete");
+    rig.inspect_partition(start, |mnt| {
+        assert_eq!(differences(&tree, mnt, true), Vec::<String>::new());
+        assert_eq!(names_in(&mnt.join("srv/keep")).len(), 41);
+    });
+    drop(source);
 }

@@ -388,6 +388,21 @@ fn commits(pi: &Machine) {
     assert!(!pi.path("/boot/firmware/cmdline.pimigrate.txt").exists());
 }
 
+/// The trial's command line carries what resets a failed trial (panic=,
+/// the marker for the new root's systemd): the commit leaves them out of
+/// cmdline.txt, which later boots read.
+#[test]
+fn commit_leaves_the_trials_own_words_out_of_cmdline_txt() {
+    let pi = Machine::new();
+    let guard = pi.journal().plan.trial_boot.unwrap().guard.unwrap();
+    let words: Vec<&str> = guard.words.iter().map(|w| w.arg.as_str()).collect();
+    assert_eq!(words, ["panic=10", "pimigrate.trial=1"]);
+    let guarded = format!("{} {}\n", TRIAL_CMDLINE.trim_end(), words.join(" "));
+    pi.write("/boot/firmware/cmdline.pimigrate.txt", &guarded);
+    pi.write("/proc/cmdline", &guarded);
+    commits(&pi);
+}
+
 #[test]
 fn commit_makes_the_trial_permanent_and_rollback_still_restores() {
     let pi = Machine::new();
@@ -907,4 +922,116 @@ fn a_version_1_journal_still_reads_and_rolls_back() {
 
 fn path_of(pi: &Machine) -> PathBuf {
     pi.path(STATE_DIR).join("migration.json")
+}
+
+/// What a trial boot runs by itself with --auto-commit: `pimigrate trial
+/// check` commits when the checks pass and records it; `status` then says
+/// so. (The SD card's root cannot be mounted on a fixture: the record says
+/// it stayed on this system.)
+#[test]
+fn the_trial_checks_itself_commits_and_records_it() {
+    let pi = Machine::new();
+    let output = pi.run(&["trial", "check"]);
+    let said = stdout(&output);
+    assert_eq!(exit_code(&output), 0, "{said}{}", stderr(&output));
+    assert!(
+        said.contains("the trial of /dev/sda came up and was committed"),
+        "{said}"
+    );
+    assert!(said.contains("not recorded on the SD card"), "{said}");
+    assert_eq!(pi.read("/boot/firmware/cmdline.txt"), TRIAL_CMDLINE);
+    let record: Value =
+        serde_json::from_str(&pi.read("/var/lib/pimigrate/trial-outcome.json")).unwrap();
+    assert_eq!(record["outcome"], "committed");
+    let status = json(&pi.run(&["--json", "status"]));
+    assert_eq!(status["stage"], "committed", "{status:#}");
+    assert!(status["headline"]
+        .as_str()
+        .unwrap()
+        .contains("by itself (--auto-commit: every check passed)"));
+}
+
+/// A clone of the new drive plugged in: the trial's check fails (exit 5,
+/// so its unit reboots), records which check and why, and commits nothing.
+#[test]
+fn a_trial_whose_checks_fail_records_why_and_commits_nothing() {
+    let pi = Machine::new();
+    pi.edit(
+        "/run/udev/data/b8:17",
+        "ID_PART_ENTRY_UUID=00c0ffee-01",
+        "ID_PART_ENTRY_UUID=2f4a9c17-01",
+    );
+    let output = pi.run(&["trial", "check"]);
+    let said = stdout(&output);
+    assert_eq!(exit_code(&output), 5, "{said}{}", stderr(&output));
+    assert!(said.contains("is not committed"), "{said}");
+    assert_eq!(pi.read("/boot/firmware/cmdline.txt"), ORIGINAL_CMDLINE);
+    assert!(pi.journal().committed.is_none());
+    let record: Value =
+        serde_json::from_str(&pi.read("/var/lib/pimigrate/trial-outcome.json")).unwrap();
+    assert_eq!(record["outcome"], "checks-failed");
+    assert!(
+        record["reason"].as_str().unwrap().contains("ids-unique"),
+        "{record:#}"
+    );
+    assert!(
+        record["details"]
+            .to_string()
+            .contains("PARTUUID=2f4a9c17-01 on /dev/sda1 and /dev/sdb1"),
+        "{record:#}"
+    );
+    // Outside a trial boot it refuses to act.
+    pi.set_tryboot_flag(false);
+    let output = pi.run(&["trial", "check"]);
+    assert_eq!(exit_code(&output), 1);
+    assert!(stderr(&output).contains("not a trial boot"));
+}
+
+/// Back on the SD card after a trial that came up and failed its own
+/// check: verify and status name the trial's recorded reason, not a guess.
+#[test]
+fn back_on_the_sd_card_after_a_trial_that_failed_its_checks_names_why() {
+    let pi = Machine::new();
+    pi.change_journal(|j| {
+        j.done.push(Step::SourceBootEdited);
+        j.trial_requested = Some(j.updated + 1);
+    });
+    let asked = pi.journal().trial_requested.unwrap();
+    pi.set_tryboot_flag(false);
+    pi.mount_root_from_the_sd_card();
+    pi.edit(
+        "/proc/cmdline",
+        "root=PARTUUID=2f4a9c17-01",
+        "root=PARTUUID=6c586e13-02",
+    );
+    pi.write(
+        "/var/lib/pimigrate/trial-outcome.json",
+        &serde_json::json!({
+            "schema": "pimigrate.trial-outcome/1",
+            "outcome": "checks-failed",
+            "at": asked + 90,
+            "target": "/dev/sda",
+            "reason": "a check failed (ids-unique)",
+            "details": ["ids-unique: PARTUUID=2f4a9c17-01 on /dev/sda1 and /dev/sdb1"],
+            // The trial it is about: the SD card journal's trial reboot.
+            "for_trial": asked,
+        })
+        .to_string(),
+    );
+    let (code, report) = pi.verify(&[]);
+    assert_eq!(code, 5, "{report:#}");
+    let message = report["checks"][0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("came up at") && message.contains("but a check failed (ids-unique)"),
+        "{message}"
+    );
+    assert!(message.contains("on /dev/sda1 and /dev/sdb1"), "{message}");
+    let status = json(&pi.run(&["--json", "status"]));
+    assert_eq!(status["stage"], "trial-failed", "{status:#}");
+    let login = stdout(&pi.run(&["status", "--login"]));
+    assert!(
+        login.starts_with("pimigrate: the trial of /dev/sda came up at"),
+        "{login}"
+    );
+    assert!(login.contains("the Pi is back on the SD card"), "{login}");
 }

@@ -201,6 +201,7 @@ fn apply_steps(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<
         _ => None,
     };
     journal.save(&state_dir)?;
+    super::trial_guard::install(&plan, target_root.path())?;
     copy_journal_to_target(&journal, &state_dir, target_root.path(), ctx.log)?;
     crate::failpoint::hit("after-journal-copy");
     nix::unistd::sync();

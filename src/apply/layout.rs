@@ -221,7 +221,7 @@ fn run_mkfs(command: &[String]) -> Result<()> {
             crate::tools::package_for(program)
         );
     };
-    let output = std::process::Command::new(&path)
+    let output = crate::signals::shield(&mut std::process::Command::new(&path))
         .args(args)
         .output()
         .with_context(|| format!("running {program}"))?;

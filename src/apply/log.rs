@@ -22,17 +22,24 @@ impl MigrationLog {
     /// Creates a new log file in `dir` (created if missing). Never reuses a
     /// file: two migrations in one second get `-2`, `-3`, ...
     pub fn create(dir: &Path) -> Result<MigrationLog> {
+        MigrationLog::create_named(dir, "migrate")
+    }
+
+    /// As [`MigrationLog::create`], for another command: `<what>-<UTC time>.log`.
+    pub fn create_named(dir: &Path, what: &str) -> Result<MigrationLog> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("creating the log directory {}", dir.display()))?;
         let stamp = utc_text(crate::clock::now() as i64, true);
         let mut attempt = 1;
         loop {
             let name = match attempt {
-                1 => format!("migrate-{stamp}.log"),
-                n => format!("migrate-{stamp}-{n}.log"),
+                1 => format!("{what}-{stamp}.log"),
+                n => format!("{what}-{stamp}-{n}.log"),
             };
             let path = dir.join(name);
-            match File::options().write(true).create_new(true).open(&path) {
+            // Appending: after a hang-up stderr is this file too
+            // (`crate::signals::output_to`), and both add to its end.
+            match File::options().append(true).create_new(true).open(&path) {
                 Ok(file) => {
                     return Ok(MigrationLog {
                         path,
@@ -109,6 +116,59 @@ impl MigrationLog {
     }
 }
 
+/// How a log this module wrote ends: its last `done` or `error: ...`
+/// entry, or neither (still running, or killed: a power cut, SIGKILL).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogEnd {
+    Done,
+    Error(String),
+    Open,
+}
+
+/// The newest `<what>-<UTC time>.log` in `dir` (the names sort by time).
+pub fn newest(dir: &Path, what: &str) -> Option<PathBuf> {
+    let prefix = format!("{what}-");
+    std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".log"))
+        })
+        .max()
+}
+
+/// Reads how the log at `path` ends.
+pub fn end_of(path: &Path) -> LogEnd {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    for line in text.lines().rev() {
+        match entry(line) {
+            Some("done") => return LogEnd::Done,
+            Some(message) if message.starts_with("error: ") => {
+                return LogEnd::Error(message["error: ".len()..].to_string())
+            }
+            _ => {}
+        }
+    }
+    LogEnd::Open
+}
+
+/// The message of a timestamped line (`<UTC> <elapsed>s <message>`), or
+/// `None` for a continuation, the plan, or output after a hang-up.
+fn entry(line: &str) -> Option<&str> {
+    let (stamp, rest) = line.split_once(' ')?;
+    if !(stamp.ends_with('Z') && stamp.starts_with(|c: char| c.is_ascii_digit())) {
+        return None;
+    }
+    let (elapsed, message) = rest.trim_start().split_once(' ')?;
+    elapsed
+        .strip_suffix('s')
+        .is_some_and(|e| e.parse::<f64>().is_ok())
+        .then_some(message)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,5 +198,32 @@ mod tests {
             .copy_into(&dir.path().join("target/var/log/pimigrate"))
             .unwrap();
         assert_eq!(std::fs::read_to_string(copy).unwrap(), text);
+    }
+
+    #[test]
+    fn a_logs_end_is_its_last_done_or_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = MigrationLog::create(dir.path()).unwrap();
+        log.line("copying the root filesystem");
+        assert_eq!(end_of(log.path()), LogEnd::Open);
+        log.line("error: the target /dev/sda is gone\nplug it in again");
+        assert_eq!(
+            end_of(log.path()),
+            LogEnd::Error("the target /dev/sda is gone".into())
+        );
+        log.line("done");
+        log.line("next:\nreboot");
+        // What a command printed after a hang-up, below the entries.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(log.path())
+            .unwrap()
+            .write_all(b"Migrated to /dev/sda.\n")
+            .unwrap();
+        assert_eq!(end_of(log.path()), LogEnd::Done);
+        let sync = MigrationLog::create_named(dir.path(), "sync").unwrap();
+        assert_eq!(newest(dir.path(), "migrate").as_deref(), Some(log.path()));
+        assert_eq!(newest(dir.path(), "sync").as_deref(), Some(sync.path()));
+        assert_eq!(newest(&dir.path().join("none"), "sync"), None);
     }
 }

@@ -125,7 +125,7 @@ fn complete(mut journal: Journal, state_dir: &Path) -> Result<Journal> {
 }
 
 /// Is the running root the planned root partition on the target?
-fn runs_from_target(system: &System, plan: &Plan) -> bool {
+pub fn runs_from_target(system: &System, plan: &Plan) -> bool {
     let Some(root) = plan
         .disk
         .table
@@ -177,15 +177,21 @@ pub fn apply_with_progress(
     // Created before the first write, so a migration that cannot keep a
     // log does not start.
     let log = MigrationLog::create(&system.host.path(&system.host.log_dir))?;
+    // A terminal that goes away from here on leaves the migration running,
+    // its output in this log (`crate::signals`).
+    crate::signals::output_to(log.path())?;
     log_start(&log, &journal, purpose);
     let bar = display
         .copy_bar
         .then(|| copy_bar(journal.plan.copy.space.used_bytes));
     let step = |message: &str| {
         log.line(message);
+        // After a hang-up stderr is this log, which has the line already.
         match &bar {
             Some(bar) => bar.println(format!("==> {message}")),
-            None if display.step_lines => eprintln!("==> {message}"),
+            None if display.step_lines && !crate::signals::hung_up() => {
+                crate::signals::eprint_line(&format!("==> {message}"))
+            }
             None => {}
         }
     };
@@ -212,14 +218,20 @@ pub fn apply_with_progress(
                 "next:\n{}",
                 next_steps(&journal.plan, purpose).join("\n")
             ));
-            if display.step_lines {
-                eprintln!("==> the full log is in {}", log.path().display());
+            if display.step_lines && !crate::signals::hung_up() {
+                crate::signals::eprint_line(&format!(
+                    "==> the full log is in {}",
+                    log.path().display()
+                ));
             }
         }
         Err(err) => {
             log.line(&format!("error: {err:#}"));
             // Shown even with -q: it is what a bug report needs.
-            eprintln!("pimigrate: the full log is in {}", log.path().display());
+            crate::signals::eprint_line(&format!(
+                "pimigrate: the full log is in {}",
+                log.path().display()
+            ));
         }
     }
     result
@@ -245,7 +257,10 @@ fn log_start(log: &MigrationLog, journal: &Journal, purpose: Purpose) {
 }
 
 fn copy_bar(total: u64) -> indicatif::ProgressBar {
-    let bar = indicatif::ProgressBar::new(total);
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(total),
+        crate::ui::stderr_term::draw_target(),
+    );
     let style = indicatif::ProgressStyle::with_template(
         "{bar:30} {bytes}/{total_bytes} {binary_bytes_per_sec} {msg} ETA {eta}",
     )
@@ -276,7 +291,10 @@ pub fn next_steps(plan: &Plan, purpose: Purpose) -> Vec<String> {
         (Layout::Full, Some(_), Some(bootloader)) => {
             checked = true;
             steps.extend(device_trial_steps(bootloader, rerun));
-            steps.push(handover_step(bootloader));
+            steps.push(match auto_commits(plan) {
+                true => AUTO_COMMIT_STEP.into(),
+                false => handover_step(bootloader),
+            });
         }
         (_, Some(_), _) => {
             checked = true;
@@ -287,10 +305,11 @@ pub fn next_steps(plan: &Plan, purpose: Purpose) -> Vec<String> {
             steps.push(format!(
                 "reboot once into {what} on trial: sudo reboot \"0 tryboot\"{rerun}"
             ));
-            steps.push("if it does not come up, power-cycle: the SD card boots as before".into());
-            match &plan.bootloader {
-                Some(bootloader) => steps.push(handover_step(bootloader)),
-                None => steps.push(
+            steps.push(TRIAL_RESETS.into());
+            match (&plan.bootloader, auto_commits(plan)) {
+                (_, true) => steps.push(AUTO_COMMIT_STEP.into()),
+                (Some(bootloader), false) => steps.push(handover_step(bootloader)),
+                (None, false) => steps.push(
                     "once it runs from the new disk, make it permanent: sudo pimigrate verify --commit"
                         .into(),
                 ),
@@ -363,11 +382,25 @@ fn device_trial_steps(bootloader: &BootloaderPlan, rerun: &str) -> Vec<String> {
             "boot the new drive once, on trial: sudo pimigrate migrate --resume --reboot{rerun}"
         ));
     }
-    steps.push(format!(
-        "if it does not come up, it resets after {} s (or power-cycle it): the SD card boots as before",
-        crate::plan::bootloader::TRIAL_PANIC_SECONDS
-    ));
+    steps.push(TRIAL_RESETS.into());
     steps
+}
+
+/// What happens when a trial does not come up (`plan::trial_guard`).
+const TRIAL_RESETS: &str =
+    "if it does not come up, it resets by itself within minutes (or power-cycle it): \
+                            the SD card boots as before";
+
+/// What follows the trial reboot with --auto-commit.
+const AUTO_COMMIT_STEP: &str = "nothing more by hand: once up, the trial checks itself and commits, or goes back \
+                                to the SD card; after the next login `pimigrate status` says which, and why";
+
+/// Whether the plan's trial checks and commits itself.
+fn auto_commits(plan: &Plan) -> bool {
+    plan.trial_boot
+        .as_ref()
+        .and_then(|t| t.guard.as_ref())
+        .is_some_and(|g| g.auto_commit)
 }
 
 /// What `verify --commit` hands over.

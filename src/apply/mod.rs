@@ -23,4 +23,6 @@ pub mod sd_boot;
 pub mod standby;
 pub mod sync;
 pub mod table;
+pub mod trial_guard;
+pub mod trial_outcome;
 pub mod wipe;

@@ -46,7 +46,7 @@ pub fn wait_for_partitions(
 ) -> Result<Vec<PathBuf>> {
     let deadline = Instant::now() + timeout;
     if let Some(udevadm) = crate::tools::which("udevadm") {
-        let _ = std::process::Command::new(udevadm)
+        let _ = crate::signals::shield(&mut std::process::Command::new(udevadm))
             .args(["settle", &format!("--timeout={}", timeout.as_secs().max(1))])
             .status();
     }

@@ -5,6 +5,7 @@
 
 use super::boot_partition::StateLock;
 use super::executor::ApplyContext;
+use super::log::MigrationLog;
 use super::standby::{apply, SyncOutcome};
 use crate::sync::plan::SyncPlan;
 use crate::sync::record::{mark_failed, StandbyRecord};
@@ -43,9 +44,12 @@ pub fn sync_with_progress(
     cancel: &AtomicBool,
     stall_timeout: Duration,
     display: Display,
+    log: &MigrationLog,
 ) -> Result<SyncOutcome, Ended> {
     let bar = (display.progress && std::io::stderr().is_terminal()).then(|| {
-        let bar = indicatif::ProgressBar::new_spinner();
+        // Drawn through the handle that a hang-up repoints (signals.rs).
+        let bar =
+            indicatif::ProgressBar::with_draw_target(None, crate::ui::stderr_term::draw_target());
         bar.enable_steady_tick(Duration::from_millis(200));
         bar
     });
@@ -56,9 +60,13 @@ pub fn sync_with_progress(
     let watchdog = stall_watchdog(system, plan, stall_timeout);
     let step = |message: &str| {
         watchdog.advance();
+        log.line(message);
+        // After a hang-up stderr is the log, which has the line already.
         match &bar {
             Some(bar) => bar.println(format!("==> {message}")),
-            None if display.step_lines => eprintln!("==> {message}"),
+            None if display.step_lines && !crate::signals::hung_up() => {
+                crate::signals::eprint_line(&format!("==> {message}"))
+            }
             None => {}
         }
     };
@@ -75,7 +83,7 @@ pub fn sync_with_progress(
         cancel,
         step: &step,
         progress: &progress,
-        log: None,
+        log: Some(log),
     };
     let result = apply(system, plan, record, &lock, &ctx);
     if let Some(bar) = &bar {
@@ -114,7 +122,7 @@ fn stall_watchdog(system: &System, plan: &SyncPlan, timeout: Duration) -> Watchd
                 timeout.as_secs()
             );
             let _ = mark_failed(&state_dir, &message);
-            eprintln!("pimigrate: {message}");
+            crate::signals::eprint_line(&format!("pimigrate: {message}"));
             std::process::exit(i32::from(crate::exit::EXIT_ERROR));
         }),
     )

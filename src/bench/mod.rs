@@ -26,23 +26,3 @@ pub mod testfile;
 pub mod threads;
 pub mod times;
 pub mod uring;
-
-use anyhow::{Context, Result};
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
-
-/// Makes Ctrl-C, SIGTERM and SIGHUP set a flag instead of killing the
-/// process: the engines stop issuing I/O, drain what is in flight, and the
-/// test file guard removes the file on the way out.
-pub fn stop_on_signals() -> Result<Arc<AtomicBool>> {
-    let flag = Arc::new(AtomicBool::new(false));
-    for signal in [
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-    ] {
-        signal_hook::flag::register(signal, Arc::clone(&flag))
-            .context("installing the Ctrl-C handler")?;
-    }
-    Ok(flag)
-}

@@ -56,7 +56,7 @@ pub fn run(cli: &Cli, args: &BenchArgs, host: &Host) -> Result<u8> {
         );
     }
 
-    let interrupted = crate::bench::stop_on_signals()?;
+    let interrupted = crate::signals::install(crate::signals::Hangup::Stops)?;
     let chatty = !cli.json && !cli.quiet;
     let shown = Shown {
         chatty,

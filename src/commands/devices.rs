@@ -15,6 +15,9 @@ struct DevicesOutput<'a> {
     listing: Listing<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     standby: Option<crate::sync::status::StandbyStatus>,
+    /// Where a migration stands, when there is one (`pimigrate status`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    migration: Option<crate::status::Status>,
 }
 
 pub fn run(cli: &Cli, args: &DevicesArgs, host: &Host) -> Result<u8> {
@@ -22,8 +25,14 @@ pub fn run(cli: &Cli, args: &DevicesArgs, host: &Host) -> Result<u8> {
     super::note_unreadable(&system, host);
     let listing = Listing::of(&system, args.all);
     let standby = crate::sync::status::status(&system);
+    let migration = crate::status::assess(&crate::status::gather_on(host, Some(&system)));
+    let migration = migration.headline.is_some().then_some(migration);
     if cli.json {
-        print_json(&DevicesOutput { listing, standby })?;
+        print_json(&DevicesOutput {
+            listing,
+            standby,
+            migration,
+        })?;
     } else {
         print!("{}", render::text(&listing, cli.quiet, cli.verbose > 0));
         if let Some(standby) = standby {
@@ -31,6 +40,9 @@ pub fn run(cli: &Cli, args: &DevicesArgs, host: &Host) -> Result<u8> {
             for warning in &standby.warnings {
                 println!("  warning: {warning}");
             }
+        }
+        if let Some(headline) = migration.and_then(|m| m.headline) {
+            println!("\nMigration: {headline} (more: pimigrate status)");
         }
     }
     Ok(EXIT_OK)

@@ -6,18 +6,18 @@ use crate::apply::journal::Journal;
 use crate::apply::migration::{self, ProgressDisplay, RebootInto, Start, Status};
 use crate::apply::render::finished_text;
 use crate::cli::{Cli, MigrateArgs};
-use crate::exit::{EXIT_OK, EXIT_REFUSED};
+use crate::exit::{EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED};
 use crate::host::Host;
 use crate::plan::render::{plan_text, Detail, Purpose};
 use crate::plan::{self, Plan};
+use crate::signals::Hangup;
 use crate::system::System;
 use crate::ui::confirm::{before_writing, Ask};
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Serialize;
 use std::io::IsTerminal;
 use std::ops::ControlFlow;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 pub const MIGRATE_SCHEMA: &str = "pimigrate.migrate/1";
 
@@ -36,6 +36,9 @@ pub fn run(cli: &Cli, args: &MigrateArgs, host: &Host) -> Result<u8> {
         return super::plan::run(cli, &args.plan, host);
     }
     crate::privilege::require_root("migrate writes the target disk and the SD card's boot files")?;
+    // Ctrl-C stops at the next step; a closed terminal does not stop it
+    // (its output goes to the migration's log).
+    let cancel = crate::signals::install(Hangup::CarriesOn)?;
     let system = System::inspect(host)?;
     let state_dir = host.path(&host.state_dir);
     let previous = Journal::load(&state_dir)?;
@@ -71,22 +74,34 @@ pub fn run(cli: &Cli, args: &MigrateArgs, host: &Host) -> Result<u8> {
                 Ok(plan) => plan,
                 Err(code) => return Ok(code),
             };
-            confirm(args, &plan)?;
+            let confirmed = confirm(args, &plan);
+            if cancel.load(Ordering::SeqCst) {
+                crate::signals::eprint_line("pimigrate: interrupted; nothing was written");
+                return Ok(EXIT_INTERRUPTED);
+            }
+            confirmed?;
             migration::new_journal(&system, plan)?
         }
     };
-    let cancel = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, Arc::clone(&cancel))
-            .context("installing the Ctrl-C handler")?;
-    }
     let chatty = !cli.json && !cli.quiet;
     let display = ProgressDisplay {
         copy_bar: chatty && std::io::stderr().is_terminal(),
         step_lines: chatty,
     };
-    let mut journal =
-        migration::apply_with_progress(&system, journal, &cancel, display, Purpose::Migrate)?;
+    let mut journal = match migration::apply_with_progress(
+        &system,
+        journal,
+        &cancel,
+        display,
+        Purpose::Migrate,
+    ) {
+        Ok(journal) => journal,
+        Err(err) if cancel.load(Ordering::SeqCst) => {
+            crate::signals::eprint_line(&format!("pimigrate: {err:#}"));
+            return Ok(EXIT_INTERRUPTED);
+        }
+        Err(err) => return Err(err),
+    };
     let code = finish(cli, &journal, Status::Migrated)?;
     if args.reboot {
         reboot(cli, &mut journal, &state_dir)?;
@@ -114,20 +129,29 @@ fn reboot(cli: &Cli, journal: &mut Journal, state_dir: &std::path::Path) -> Resu
 
 fn say(cli: &Cli, message: &str) {
     if !cli.json && !cli.quiet {
-        eprintln!("==> {message}");
+        crate::signals::eprint_line(&format!("==> {message}"));
     }
 }
 
 fn make_plan(cli: &Cli, args: &MigrateArgs, system: &System) -> Result<Result<Plan, u8>> {
     let spinner = scan_spinner(cli);
-    // No handler is installed yet: Ctrl-C here ends the process, before
-    // anything is written.
+    // Ctrl-C stops the scan, before anything is written.
     let result = plan::plan_with_progress(system, &args.plan.options(), &mut |_| {
         if let Some(spinner) = &spinner {
             spinner.tick();
         }
-        ControlFlow::Continue(())
+        match crate::signals::stop_requested() {
+            true => ControlFlow::Break(()),
+            false => ControlFlow::Continue(()),
+        }
     });
+    if crate::signals::stop_requested() {
+        if let Some(spinner) = spinner {
+            spinner.finish_and_clear();
+        }
+        crate::signals::eprint_line("pimigrate: interrupted; nothing was written");
+        return Ok(Err(EXIT_INTERRUPTED));
+    }
     if let Some(spinner) = spinner {
         spinner.finish_and_clear();
     }
@@ -173,6 +197,6 @@ fn finish(cli: &Cli, journal: &Journal, status: Status) -> Result<u8> {
         })?;
         return Ok(EXIT_OK);
     }
-    print!("{}", finished_text(journal, status, &steps, cli.quiet));
+    crate::signals::print(&finished_text(journal, status, &steps, cli.quiet));
     Ok(EXIT_OK)
 }

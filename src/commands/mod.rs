@@ -6,7 +6,9 @@ pub mod migrate;
 pub mod plan;
 pub mod recommend;
 pub mod rollback;
+pub mod status;
 pub mod sync;
+pub mod trial;
 pub mod verify;
 pub mod wizard;
 
@@ -30,6 +32,8 @@ pub fn run(cli: &Cli) -> Result<u8> {
         Command::Verify(args) => verify::run(cli, args, &host),
         Command::Sync(args) => sync::run(cli, args, &host),
         Command::Wizard(args) => wizard::run(cli, args, &host),
+        Command::Status(args) => status::run(cli, args, &host),
+        Command::Trial(args) => trial::run(cli, args, &host),
     }
 }
 

@@ -27,7 +27,7 @@ pub fn run(cli: &Cli, args: &RecommendArgs, host: &Host) -> Result<u8> {
         Err(err) if is_aborted(&err) => return interrupted_exit(),
         Err(err) => return Err(err),
     };
-    let interrupted = crate::bench::stop_on_signals()?;
+    let interrupted = crate::signals::install(crate::signals::Hangup::Stops)?;
     let shown = Shown {
         chatty,
         progress_bars: chatty && std::io::stdout().is_terminal(),

@@ -5,12 +5,14 @@
 use super::plan::print_refusal;
 use super::print_json;
 use crate::apply::journal::Journal;
+use crate::apply::log::MigrationLog;
 use crate::apply::standby::SyncOutcome;
 use crate::apply::sync::{sync_with_progress, Display, Ended};
 use crate::cli::{Cli, SyncArgs};
 use crate::exit::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED};
 use crate::host::Host;
 use crate::plan::{Reason, Refusal};
+use crate::signals::Hangup;
 use crate::sync::plan::{plan_sync, SyncPlan};
 use crate::sync::record::StandbyRecord;
 use crate::sync::{render, timer, SYNC_SCHEMA};
@@ -20,8 +22,6 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// What a run of `sync` did (`result` in its JSON).
@@ -109,11 +109,15 @@ pub fn run(cli: &Cli, args: &SyncArgs, host: &Host) -> Result<u8> {
         },
     };
     before_writing(ask, args.yes, &format!("sync writes {disk}"))?;
-    let cancel = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, Arc::clone(&cancel))
-            .context("installing the Ctrl-C handler")?;
-    }
+    // Ctrl-C stops at the next step; a closed terminal does not stop the
+    // sync: its output goes to the sync's log from then on.
+    let cancel = crate::signals::install(Hangup::CarriesOn)?;
+    let log = MigrationLog::create_named(&host.path(&host.log_dir), "sync")?;
+    crate::signals::output_to(log.path())?;
+    log.line(&format!(
+        "pimigrate {} syncing the standby {disk}",
+        env!("PIMIGRATE_VERSION"),
+    ));
     let chatty = !cli.json && !cli.quiet;
     let display = Display {
         step_lines: chatty,
@@ -127,15 +131,22 @@ pub fn run(cli: &Cli, args: &SyncArgs, host: &Host) -> Result<u8> {
         &cancel,
         timeout,
         display,
+        &log,
     ) {
         Ok(outcome) => outcome,
         Err(Ended::Interrupted) => {
-            eprintln!("pimigrate: interrupted; the standby is marked incomplete, and the next `sudo pimigrate sync` completes it");
+            log.line("error: interrupted");
+            crate::signals::eprint_line("pimigrate: interrupted; the standby is marked incomplete, and the next `sudo pimigrate sync` completes it");
             return Ok(EXIT_INTERRUPTED);
         }
-        Err(Ended::Failed(err)) => return Err(err),
+        Err(Ended::Failed(err)) => {
+            log.line(&format!("error: {err:#}"));
+            return Err(err);
+        }
     };
     let bootable = outcome.bootable();
+    let text = render::outcome_text(&outcome, cli.quiet);
+    log.line(&format!("done\n{text}"));
     if cli.json {
         print_json(&SyncOutput {
             plan: Some(&plan),
@@ -143,8 +154,8 @@ pub fn run(cli: &Cli, args: &SyncArgs, host: &Host) -> Result<u8> {
             bootable: Some(bootable),
             ..SyncOutput::new(Done::Synced)
         })?;
-    } else {
-        print!("{}", render::outcome_text(&outcome, cli.quiet));
+    } else if !crate::signals::hung_up() {
+        crate::signals::print(&text);
     }
     Ok(if bootable { EXIT_OK } else { EXIT_FAILED })
 }

@@ -53,7 +53,7 @@ pub fn run(cli: &Cli, args: &WizardArgs, host: &Host) -> Result<u8> {
 fn exit_code(outcome: &WizardEnd) -> u8 {
     match outcome {
         WizardEnd::Migrated(_) | WizardEnd::Rehearsed | WizardEnd::NothingToDo => EXIT_OK,
-        WizardEnd::Stopped => EXIT_INTERRUPTED,
+        WizardEnd::Stopped | WizardEnd::Interrupted => EXIT_INTERRUPTED,
         WizardEnd::NotConfirmed => EXIT_ERROR,
         WizardEnd::Refused => EXIT_REFUSED,
     }

@@ -19,18 +19,30 @@
 //! created by the walker and filled by a few worker threads
 //! (`copy_file_range`, `sendfile` or read/write). See docs/copy.md.
 //!
+//! A source that cannot be read never costs the target anything: a
+//! directory that cannot be listed is left alone on the target with all
+//! that is below it, a file whose read fails keeps its previous copy (the
+//! second pass writes a new inode and renames it into place only once it
+//! is complete), and an entry listed but gone when read keeps what the
+//! target had under its name. Each is named in [`CopyStats::errors`].
+//!
 //! Cancelling (the `cancel` flag) stops both within one entry or one 8 MiB
-//! chunk. The target is then partial but consistent for a later pass:
-//! files are written under their final names, and a file cut short keeps
-//! the copy's own mtime (times are set after the data), so the size/mtime
-//! check of [`second_pass`] always copies it again; directories not yet
-//! finished keep mode 0700 until a pass applies theirs.
+//! chunk. The target is then partial but consistent for a later pass: the
+//! first pass writes files under their final names, and a file cut short
+//! keeps the copy's own mtime (times are set after the data), so the
+//! size/mtime check of [`second_pass`] always copies it again; directories
+//! not yet finished keep mode 0700 until a pass applies theirs.
 
+#[cfg(test)]
+mod failing_source;
+mod faults;
 mod file;
 mod hardlinks;
+mod lookahead;
 mod meta;
 mod nodes;
 mod progress;
+mod replace;
 mod sparse;
 mod stats;
 mod tree;
@@ -44,6 +56,7 @@ use crate::system::usage::Exclusion;
 use file::{DataCopier, StopFlags};
 use progress::Progress;
 use stats::Counters;
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -71,8 +84,12 @@ pub struct CopyOptions {
     /// listing a directory's target for deletions. Any write, chmod,
     /// chown, xattr change, rename or new link of an inode moves its ctime,
     /// so only what changed is looked at closely: a changed file whose size
-    /// and mtime still match is compared byte for byte. Ignored with
-    /// `checksum`.
+    /// and mtime still match is compared byte for byte, unless the target's
+    /// copy was made after that change (its inode was born after the
+    /// source's ctime). The target of a directory whose own inode changed
+    /// is still its copy when its parent's names did not change (a quiet
+    /// parent: the directory was not moved), so its quiet entries are taken
+    /// as they are too. Ignored with `checksum`.
     pub changed_since: Option<i64>,
 }
 
@@ -118,6 +135,12 @@ pub fn copy_tree(
 /// that look unchanged are compared byte for byte), entries gone from the
 /// source are removed (excluded names excepted), and every entry's owner,
 /// xattrs, mode and times are made to match. Errors as in [`copy_tree`].
+///
+/// What cannot be read on the source is never removed or truncated on the
+/// target: a directory whose listing fails keeps everything below it, a
+/// changed file is written beside its old copy and renamed over it only
+/// when complete, and an entry gone between the listing and its read keeps
+/// the target's entry; each of them is one of the returned errors.
 pub fn second_pass(
     source: &Path,
     target: &Path,
@@ -146,7 +169,26 @@ fn run_pass(
         },
         fatal: Mutex::new(None),
     };
+    // Where the walk stays: the root's filesystem (the walker checks the
+    // root itself and fails the copy if it cannot read it).
+    let root_dev = std::fs::symlink_metadata(source).map(|m| m.dev()).ok();
+    let lookahead = lookahead::Lookahead::new(lookahead::Filter {
+        rules: walk::Rules::new(&options.exclusions),
+        root_dev: root_dev.filter(|_| options.one_file_system),
+        second_pass: pass == Pass::Second,
+        quiet_before: options
+            .changed_since
+            .filter(|_| pass == Pass::Second && !options.checksum),
+    });
     let walked = std::thread::scope(|scope| {
+        // Closed when the walk ends, however it ends: the scope waits for
+        // these threads.
+        let _close = lookahead::CloseOnDrop(&lookahead);
+        if options.threads > 0 {
+            for _ in 0..lookahead::THREADS {
+                scope.spawn(|| lookahead.serve());
+            }
+        }
         let dispatch = if options.threads == 0 {
             Dispatch::Inline(DataCopier::new(shared.stop, &counters.bytes))
         } else {
@@ -176,6 +218,9 @@ fn run_pass(
             dispatch,
             Progress::new(progress, &counters),
         );
+        if options.threads > 0 {
+            walker = walker.reading_ahead(&lookahead);
+        }
         let walked = walker.run();
         let deferred_times = walker.take_deferred_times();
         // Dropping the walker drops the sender: workers finish the queue

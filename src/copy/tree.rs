@@ -2,12 +2,20 @@
 //! every entry in the target and handing regular files' data to the
 //! workers. Directory metadata is applied when the walker leaves a
 //! directory, after everything it creates there was created; files that
-//! workers create later change the directory's mtime, so in the first pass
-//! directory times are set once more when the workers are done
+//! workers create or rename into place later change the directory's mtime,
+//! so those directories' times are set once more when the workers are done
 //! ([`Walker::deferred_times`]).
+//!
+//! Nothing on the target changes because of what could not be read on the
+//! source: a directory is listed before its target is touched (a listing
+//! that fails leaves the target's directory and all below it alone, where
+//! treating it as empty would delete them all), an entry whose stat fails
+//! keeps its target entry, and files are replaced only by complete copies
+//! (see `workers`).
 
 use super::file::DataCopier;
 use super::hardlinks::{HardlinkMap, LinkAction};
+use super::lookahead::{self, Dir, Key, Listing, Lookahead};
 use super::meta::{self, Node};
 use super::nodes;
 use super::progress::Progress;
@@ -16,7 +24,7 @@ use super::walk::{self, Frame};
 use super::workers::{self, Job, Shared};
 use super::CopyOptions;
 use std::collections::HashSet;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fs::Metadata;
 use std::io;
 use std::os::unix::fs::MetadataExt;
@@ -45,10 +53,40 @@ pub struct Walker<'a> {
     pub shared: &'a Shared<'a>,
     pub dispatch: Dispatch<'a>,
     pub progress: Progress<'a>,
+    /// Threads reading the source's metadata ahead, when the copy has
+    /// worker threads.
+    lookahead: Option<&'a Lookahead>,
+    /// The exclusions, as checked for each entry.
+    rules: walk::Rules,
     hardlinks: HardlinkMap,
     root_dev: u64,
     /// Directories whose times must be set again after the workers finish.
     deferred_times: Vec<(PathBuf, meta::Times)>,
+    /// Copies data in this thread when the others must not (a hard-linked
+    /// inode's first name in the second pass: its later names are linked
+    /// to the new inode right after).
+    own_copier: Option<DataCopier<'a>>,
+    /// A job just handed to the pool may rename into the current
+    /// directory after the walker has left it.
+    pool_renames: bool,
+    /// The entry just visited was compared with its target (it was not
+    /// taken as it is for being quiet in a settled directory).
+    compared: bool,
+}
+
+/// A listed source directory and its key.
+struct Listed {
+    names: Vec<(walk::Name, io::Result<Metadata>)>,
+    key: Key,
+}
+
+impl Listed {
+    fn empty() -> Listed {
+        Listed {
+            names: Vec::new(),
+            key: Key::new(),
+        }
+    }
 }
 
 /// One entry below a listed directory.
@@ -76,10 +114,21 @@ impl<'a> Walker<'a> {
             shared,
             dispatch,
             progress,
+            lookahead: None,
+            rules: walk::Rules::new(&options.exclusions),
             hardlinks: HardlinkMap::new(),
             root_dev: 0,
             deferred_times: Vec::new(),
+            own_copier: None,
+            pool_renames: false,
+            compared: false,
         }
+    }
+
+    /// Takes the source's listings from `lookahead` (see there).
+    pub fn reading_ahead(mut self, lookahead: &'a Lookahead) -> Walker<'a> {
+        self.lookahead = Some(lookahead);
+        self
     }
 
     fn counters(&self) -> &'a Counters {
@@ -106,22 +155,28 @@ impl<'a> Walker<'a> {
             target: self.target_root.to_path_buf(),
             relative: PathBuf::new(),
         };
-        let settled = self.quiet(&root_meta);
-        let mut stack = vec![self.open_dir(root, root_meta, settled)];
+        // The roots are each other's copy by definition.
+        let Some(names) = self.list_source(&root, Key::new(), true, &root_meta) else {
+            return Ok(()); // named in the errors; the target is left alone
+        };
+        let mut stack = vec![self.open_dir(root, root_meta, true, names)];
         while let Some(frame) = stack.last_mut() {
             if self.shared.stop.raised() {
                 return Ok(());
             }
             self.progress.tick();
+            let index = frame.next;
             match frame.names.next() {
-                Some(name) => {
-                    let entry = Entry {
-                        source: frame.source.join(&name.name),
-                        target: frame.target.join(&name.name),
-                        relative: frame.relative.join(&name.name),
-                    };
-                    let settled = frame.settled;
-                    if let Some(child) = self.visit(entry, settled) {
+                Some((name, meta)) => {
+                    frame.next += 1;
+                    let child = self.visit(&*frame, index, &name.name, meta);
+                    let renames = std::mem::take(&mut self.pool_renames);
+                    let compared = std::mem::take(&mut self.compared);
+                    if let Some(frame) = stack.last_mut() {
+                        frame.renames |= renames;
+                        frame.compared |= compared;
+                    }
+                    if let Some(child) = child {
                         stack.push(child);
                     }
                 }
@@ -139,26 +194,53 @@ impl<'a> Walker<'a> {
         self.shared.failed(path, operation, err);
     }
 
-    /// Copies one entry; returns the frame of a directory to descend into.
-    /// `in_settled` says the entry's directory is settled (see
-    /// [`Frame::settled`]).
-    fn visit(&mut self, entry: Entry, in_settled: bool) -> Option<Frame> {
-        if walk::is_excluded(&self.options.exclusions, &entry.relative) {
+    /// Copies the entry `name`, the `index`-th of `parent`'s listing, whose
+    /// stat was taken when its directory was listed; returns the frame of a
+    /// directory to descend into.
+    fn visit(
+        &mut self,
+        parent: &Frame,
+        index: u32,
+        name: &OsStr,
+        stat: io::Result<Metadata>,
+    ) -> Option<Frame> {
+        if self.rules.excludes_child(&parent.relative, name) {
             Counters::add(&self.counters().excluded, 1);
             return None;
         }
-        let meta = match std::fs::symlink_metadata(&entry.source) {
+        let in_settled = parent.settled;
+        let key = || {
+            let mut key = parent.key.clone();
+            key.push(index);
+            key
+        };
+        // Paths are joined only for an entry that needs them: most of a
+        // quiet tree's entries do not.
+        let entry = || Entry {
+            source: parent.source.join(name),
+            target: parent.target.join(name),
+            relative: parent.relative.join(name),
+        };
+        let meta = match stat {
             Ok(meta) => meta,
             Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                // Gone since its directory was listed. Whatever the target
+                // has under the name stays: this pass cannot tell a
+                // deletion from a source that failed to show it.
                 Counters::add(&self.counters().vanished, 1);
+                let entry = entry();
+                if std::fs::symlink_metadata(&entry.target).is_ok() {
+                    self.failed(&entry.source, workers::GONE, err);
+                }
                 return None;
             }
             Err(err) => {
-                self.failed(&entry.source, "stat", err);
+                self.failed(&entry().source, "stat", err);
                 return None;
             }
         };
-        // An unchanged inode under a name that is where it was: the target
+        // An unchanged inode (not even renamed or moved: that moves its
+        // ctime too) in a directory whose target is its copy: the target
         // has it as the last complete copy left it (the plan trusts ctimes
         // only while nothing else mounted the target since), so the target
         // is not even looked at. This halves the system calls of a sync in
@@ -166,12 +248,21 @@ impl<'a> Walker<'a> {
         // in it may have changed without changing the directory.
         if in_settled && self.quiet(&meta) {
             if meta.is_dir() && !self.is_mount_point(&meta) {
+                let entry = entry();
+                let names = self.list_source(&entry, key(), true, &meta)?;
                 Counters::add(&self.counters().dirs, 1);
-                return Some(self.open_dir(entry, meta, true));
+                return Some(self.open_dir(entry, meta, true, names));
             }
             Counters::add(&self.counters().unchanged, 1);
             return None;
         }
+        self.compared = true;
+        let entry = entry();
+        // A directory whose own inode changed (entries added or removed, a
+        // chmod, or a move) in a quiet one, whose names did not change: it
+        // was not moved, so its target is still its copy (see
+        // [`Frame::settled`]).
+        let settled_below = in_settled && self.quiet(&parent.meta);
         // The second pass compares with what the first left; the first
         // assumes an empty target and clears the way only when a name is
         // taken (an interrupted earlier run).
@@ -181,7 +272,7 @@ impl<'a> Walker<'a> {
         };
         let file_type = meta.file_type();
         if file_type.is_dir() {
-            self.visit_dir(entry, meta, existing)
+            self.visit_dir(entry, meta, existing, key(), settled_below)
         } else if file_type.is_file() {
             self.visit_file(&entry, &meta, existing);
             None
@@ -198,12 +289,26 @@ impl<'a> Walker<'a> {
         }
     }
 
+    /// `settled` is what [`Frame::settled`] would be, if its target is a
+    /// directory already.
     fn visit_dir(
         &mut self,
         entry: Entry,
         meta: Metadata,
         existing: Option<Metadata>,
+        key: Key,
+        settled: bool,
     ) -> Option<Frame> {
+        let mount_point = self.is_mount_point(&meta);
+        // A directory the target lacks holds nothing of the source's.
+        let settled = settled && existing.as_ref().is_some_and(Metadata::is_dir);
+        // Listed first: a directory that cannot be listed changes nothing
+        // on the target, not even what stands under its name there.
+        let names = if mount_point {
+            Listed::empty()
+        } else {
+            self.list_source(&entry, key, settled, &meta)?
+        };
         if existing.as_ref().is_some_and(|t| !t.is_dir()) {
             if let Err(err) = nodes::remove_any(&entry.target) {
                 self.failed(&entry.target, "remove to make a directory", err);
@@ -214,7 +319,7 @@ impl<'a> Walker<'a> {
             self.failed(&entry.target, "create directory", err);
             return None;
         }
-        if self.is_mount_point(&meta) {
+        if mount_point {
             // A mount point: the directory exists on the new root, with
             // the mounted filesystem's root metadata, and stays empty.
             Counters::add(&self.counters().mount_points, 1);
@@ -227,31 +332,74 @@ impl<'a> Walker<'a> {
             return None;
         }
         Counters::add(&self.counters().dirs, 1);
-        // Moved here or changed: what is below is compared entry by entry.
-        Some(self.open_dir(entry, meta, false))
+        // Changed, or moved here (then what is below is compared entry by
+        // entry).
+        Some(self.open_dir(entry, meta, settled, names))
     }
 
-    /// Lists a source directory; in the second pass, also removes what the
-    /// target holds and the source no longer does.
-    fn open_dir(&mut self, entry: Entry, meta: Metadata, settled: bool) -> Frame {
-        let names = walk::list(&entry.source).unwrap_or_else(|err| {
-            // Still a frame, so the directory gets its metadata.
-            self.failed(&entry.source, "list directory", err);
-            Vec::new()
-        });
+    /// The names in a source directory with their metadata, or `None`
+    /// when it cannot be listed (a garbled directory block: ext4 says
+    /// EBADMSG). Then the directory is named in the errors and not entered:
+    /// its target keeps everything it holds, and its metadata.
+    /// `settled` is the frame's [`Frame::settled`].
+    fn list_source(
+        &self,
+        entry: &Entry,
+        key: Key,
+        settled: bool,
+        meta: &Metadata,
+    ) -> Option<Listed> {
+        let listing: Listing = match self.lookahead {
+            Some(lookahead) => {
+                let dir = Dir {
+                    source: entry.source.clone(),
+                    target: entry.target.clone(),
+                    relative: entry.relative.clone(),
+                    settled,
+                    quiet: self.quiet(meta),
+                };
+                lookahead.take(&key, dir)
+            }
+            None => lookahead::fetch(&entry.source),
+        };
+        match listing {
+            Ok(names) => Some(Listed { names, key }),
+            // Gone since its parent was listed: named only where the target
+            // keeps something under its name (as for any entry).
+            Err(err)
+                if err.kind() == io::ErrorKind::NotFound
+                    && std::fs::symlink_metadata(&entry.target).is_err() =>
+            {
+                Counters::add(&self.counters().vanished, 1);
+                None
+            }
+            Err(err) => {
+                self.failed(&entry.source, "list directory", err);
+                None
+            }
+        }
+    }
+
+    /// The frame of a listed source directory; in the second pass, also
+    /// removes what the target holds and the source no longer does.
+    fn open_dir(&mut self, entry: Entry, meta: Metadata, settled: bool, listed: Listed) -> Frame {
         // A directory whose inode did not change since the last complete
         // copy gained and lost no names: its target has nothing extra.
         if self.pass == Pass::Second && !self.quiet(&meta) {
-            let keep: HashSet<&OsString> = names.iter().map(|n| &n.name).collect();
+            let keep: HashSet<&OsString> = listed.names.iter().map(|(n, _)| &n.name).collect();
             self.remove_extra(&entry, &keep);
         }
         Frame {
             source: entry.source,
             target: entry.target,
             relative: entry.relative,
-            names: names.into_iter(),
+            names: listed.names.into_iter(),
+            next: 0,
+            key: listed.key,
             meta,
             settled,
+            renames: false,
+            compared: false,
         }
     }
 
@@ -263,9 +411,7 @@ impl<'a> Walker<'a> {
             Err(err) => return self.failed(&dir.target, "list target directory", err),
         };
         for name in present {
-            if keep.contains(&name.name)
-                || walk::is_excluded(&self.options.exclusions, &dir.relative.join(&name.name))
-            {
+            if keep.contains(&name.name) || self.rules.excludes_child(&dir.relative, &name.name) {
                 continue;
             }
             let path = dir.target.join(&name.name);
@@ -278,16 +424,24 @@ impl<'a> Walker<'a> {
 
     /// Metadata of a directory, now that everything in it exists.
     fn leave_dir(&mut self, frame: Frame) {
-        if self.quiet(&frame.meta) && self.target_matches(&frame.meta, &frame.target) {
-            return;
+        if let Some(lookahead) = self.lookahead {
+            lookahead.forget_below(&frame.key);
         }
-        self.apply_by_path(
-            &frame.source,
-            &frame.target,
-            &frame.meta,
-            Node::Path(&frame.target),
-        );
-        if self.workers_create_files() {
+        // A quiet directory in a settled one, all of whose entries were
+        // quiet too, is as the last complete copy left it: nothing in it
+        // was written, so its target is not even looked at.
+        let settled = self.quiet(&frame.meta)
+            && ((frame.settled && !frame.compared)
+                || self.target_matches(&frame.meta, &frame.target));
+        if !settled {
+            self.apply_by_path(
+                &frame.source,
+                &frame.target,
+                &frame.meta,
+                Node::Path(&frame.target),
+            );
+        }
+        if frame.renames || (!settled && self.workers_create_files()) {
             self.deferred_times
                 .push((frame.target, meta::Times::of(&frame.meta)));
         }
@@ -307,7 +461,8 @@ impl<'a> Walker<'a> {
     }
 
     /// Applies metadata read by path (directories, symlinks, specials, and
-    /// unchanged files in the second pass).
+    /// unchanged files in the second pass). When the source's xattrs cannot
+    /// be read, nothing is applied: the target keeps its own metadata.
     fn apply_by_path(&self, source: &Path, target: &Path, meta: &Metadata, node: Node) {
         let source_node = match node {
             Node::Symlink(_) => Node::Symlink(source),
@@ -315,10 +470,7 @@ impl<'a> Walker<'a> {
         };
         let xattrs = match meta::read_xattrs(source_node) {
             Ok(xattrs) => xattrs,
-            Err(err) => {
-                self.failed(source, "read xattrs", err);
-                Vec::new()
-            }
+            Err(err) => return self.failed(source, "read xattrs", err),
         };
         let existing = match self.pass {
             Pass::First => None,
@@ -369,7 +521,7 @@ impl<'a> Walker<'a> {
         if let Some(target) = &existing {
             let same_kind = target.file_type().is_file()
                 // A target linked to other names the source no longer
-                // shares must not be rewritten in place.
+                // shares must not be compared as the source's copy.
                 && !(target.nlink() > 1 && meta.nlink() == 1);
             if same_kind && target.size() == meta.size() && same_mtime(target, meta) {
                 let quiet = self.quiet(meta);
@@ -379,13 +531,19 @@ impl<'a> Walker<'a> {
                 }
                 // Its inode changed since the last complete copy: its bytes
                 // may have, under the same size and mtime (what a quick
-                // check misses), so they are compared.
-                let inode_changed = !quiet && self.options.changed_since.is_some();
+                // check misses), so they are compared, unless the target
+                // was copied from it after that change.
+                let inode_changed = !quiet
+                    && self.options.changed_since.is_some()
+                    && !copied_after_its_change(meta, target);
                 if self.options.checksum || inode_changed {
-                    self.submit(Job::Verify {
-                        source: entry.source.clone(),
-                        target: entry.target.clone(),
-                    });
+                    self.rewrite(
+                        Job::Verify {
+                            source: entry.source.clone(),
+                            target: entry.target.clone(),
+                        },
+                        meta,
+                    );
                 } else {
                     Counters::add(&self.counters().unchanged, 1);
                     self.apply_by_path(
@@ -397,14 +555,20 @@ impl<'a> Walker<'a> {
                 }
                 return;
             }
-            if !same_kind {
-                if let Err(err) = nodes::remove_any(&entry.target) {
-                    self.hardlinks.forget(meta.dev(), meta.ino());
-                    return self.failed(&entry.target, "remove to make a file", err);
-                }
-            }
         }
-        if existing.is_none() && meta.nlink() == 1 && self.workers_create_files() {
+        if self.pass == Pass::Second {
+            // Whatever the target has under the name stays until a
+            // complete copy replaces it.
+            return self.rewrite(
+                Job::Replace {
+                    source: entry.source.clone(),
+                    target: entry.target.clone(),
+                },
+                meta,
+            );
+        }
+        // The first pass writes in place: the target is new.
+        if meta.nlink() == 1 && self.workers_create_files() {
             // Hard-linked files stay with the walker: their later names
             // are linked to the first one, which must exist by then.
             return self.submit(Job::Create {
@@ -415,7 +579,7 @@ impl<'a> Walker<'a> {
         let file = match nodes::create_file(&entry.target) {
             Ok(file) => file,
             // Something else has the name (an interrupted earlier run).
-            Err(err) if workers::is_name_taken(&err) && self.pass == Pass::First => {
+            Err(err) if workers::is_name_taken(&err) => {
                 match nodes::remove_any(&entry.target)
                     .and_then(|()| nodes::create_file(&entry.target))
                 {
@@ -436,6 +600,35 @@ impl<'a> Walker<'a> {
             target: entry.target.clone(),
             file,
         });
+    }
+
+    /// A second-pass job, which may rename a new copy into the directory.
+    /// A hard-linked inode's first name is done here, before the walk goes
+    /// on: its later names are linked to the new inode (or, when it could
+    /// not be copied, copy it themselves).
+    fn rewrite(&mut self, job: Job, meta: &Metadata) {
+        if meta.nlink() > 1 {
+            if !self.run_here(job) {
+                self.hardlinks.forget(meta.dev(), meta.ino());
+            }
+            return;
+        }
+        self.pool_renames = matches!(self.dispatch, Dispatch::Pool(_));
+        self.submit(job);
+    }
+
+    /// Runs `job` in the walker's thread; returns whether it copied.
+    fn run_here(&mut self, job: Job) -> bool {
+        let shared = self.shared;
+        match &mut self.dispatch {
+            Dispatch::Inline(copier) => workers::run(job, copier, shared),
+            Dispatch::Pool(_) => {
+                let copier = self
+                    .own_copier
+                    .get_or_insert_with(|| DataCopier::new(shared.stop, &shared.counters.bytes));
+                workers::run(job, copier, shared)
+            }
+        }
     }
 
     /// Another name of an inode copied earlier in this pass.
@@ -544,13 +737,40 @@ impl<'a> Walker<'a> {
                 // Workers only stop after the sender is dropped, so a send
                 // fails only if they all panicked: run the job here then.
                 if let Err(crossbeam_channel::SendError(job)) = sender.send(job) {
-                    let mut copier = DataCopier::new(self.shared.stop, &self.shared.counters.bytes);
-                    workers::run(job, &mut copier, self.shared);
+                    self.run_here(job);
                 }
             }
-            Dispatch::Inline(copier) => workers::run(job, copier, self.shared),
+            Dispatch::Inline(copier) => {
+                workers::run(job, copier, self.shared);
+            }
         }
     }
+}
+
+/// Whether the target file was copied from the source after the source's
+/// inode last changed: the target inode was born (its btime) after the
+/// source's ctime. A copy is always a new inode, created before the
+/// source's data is read (`workers`: the first pass creates the file and
+/// then fills it, the second writes a new inode and renames it into place),
+/// and any change of the source's data moves its ctime; so a source whose
+/// ctime is older than the copy's birth holds the bytes the copy read. A
+/// change during the copy has a ctime after its birth, and is compared the
+/// next time. Metadata changes of the target (chmod, times) leave its
+/// birth alone. Without a btime, or with one in the future (a clock set
+/// back since), the bytes are compared.
+fn copied_after_its_change(source: &Metadata, target: &Metadata) -> bool {
+    let Ok(born) = target.created() else {
+        return false;
+    };
+    let Ok(born) = born.duration_since(std::time::UNIX_EPOCH) else {
+        return false;
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let changed = (source.ctime(), source.ctime_nsec());
+    let born_at = (born.as_secs() as i64, i64::from(born.subsec_nanos()));
+    born <= now && born_at > changed
 }
 
 fn same_mtime(a: &Metadata, b: &Metadata) -> bool {
@@ -619,12 +839,11 @@ mod tests {
     /// closely only at what changed since: a quiet entry in a settled
     /// directory is not looked at on the target at all (a target-only mode
     /// and xattr stay, as a pass never makes them: the plan trusts ctimes
-    /// only while nothing else mounted the target); in a directory that
-    /// changed, a quiet entry's owner, mode and times are compared from its
-    /// target's stat, but its xattrs are not read; and every kind of change
-    /// on the source (data of the same size and mtime aside, which moves
-    /// ctime too: a mode, an xattr, a deletion in a quiet tree) is carried
-    /// over.
+    /// only while nothing else mounted the target), also in a directory
+    /// that changed but sits in a quiet one (it was not moved); and every
+    /// kind of change on the source (data of the same size and mtime aside,
+    /// which moves ctime too: a mode, an xattr, a deletion in a quiet tree)
+    /// is carried over.
     #[test]
     fn a_pass_with_changed_since_skips_quiet_entries_and_catches_changed_ones() {
         let dir = tempfile::tempdir_in("/var/tmp").unwrap();
@@ -635,8 +854,7 @@ mod tests {
         }
         let since = copied(&source, &target);
 
-        // The target alone changed (as a pass never would): seen only
-        // where the directory changed, from the stat; xattrs never read.
+        // The target alone changed (as a pass never would): not seen.
         std::fs::set_permissions(target.join("a"), std::fs::Permissions::from_mode(0o600)).unwrap();
         std::fs::set_permissions(target.join("d/e/h"), std::fs::Permissions::from_mode(0o600))
             .unwrap();
@@ -664,8 +882,8 @@ mod tests {
         );
         assert_eq!(
             mode(&target.join("d/e/h")),
-            0o644,
-            "the stat of a quiet file in a changed directory is compared"
+            0o600,
+            "nor is one in a changed directory that was not moved"
         );
         if with_xattr {
             assert!(xattr::get(target.join("d/c"), "user.extra")
@@ -684,31 +902,37 @@ mod tests {
         }
     }
 
-    /// Two directories that swapped names since the last copy: their
-    /// contents are quiet (moving a directory changes only its own ctime),
-    /// but below a moved directory nothing is settled, so the target's
-    /// same-named entries, the other directory's, are compared and replaced.
+    /// Two directories that swapped names since the last copy, at the top
+    /// or one level down (in a directory whose own parent stays quiet):
+    /// their contents are quiet (moving a directory changes only its own
+    /// ctime, and its parents'), but below a moved directory nothing is
+    /// settled, so the target's same-named entries, the other directory's,
+    /// are compared and replaced.
     #[test]
     fn below_a_moved_directory_quiet_entries_are_compared() {
-        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
-        let (source, target) = (dir.path().join("s"), dir.path().join("t"));
-        for (name, bytes) in [("a", "from a, longer"), ("b", "from b")] {
-            std::fs::create_dir_all(source.join(name).join("sub")).unwrap();
-            std::fs::write(source.join(name).join("x"), bytes).unwrap();
-            std::fs::write(source.join(name).join("sub/y"), bytes).unwrap();
-        }
-        let since = copied(&source, &target);
-        std::fs::rename(source.join("a"), source.join("tmp")).unwrap();
-        std::fs::rename(source.join("b"), source.join("a")).unwrap();
-        std::fs::rename(source.join("tmp"), source.join("b")).unwrap();
+        for top in ["", "deep/"] {
+            let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+            let (source, target) = (dir.path().join("s"), dir.path().join("t"));
+            let at = |name: &str| source.join(format!("{top}{name}"));
+            for (name, bytes) in [("a", "from a, longer"), ("b", "from b")] {
+                std::fs::create_dir_all(at(name).join("sub")).unwrap();
+                std::fs::write(at(name).join("x"), bytes).unwrap();
+                std::fs::write(at(name).join("sub/y"), bytes).unwrap();
+            }
+            let since = copied(&source, &target);
+            std::fs::rename(at("a"), at("tmp")).unwrap();
+            std::fs::rename(at("b"), at("a")).unwrap();
+            std::fs::rename(at("tmp"), at("b")).unwrap();
 
-        pass(&source, &target, Some(since));
-        for name in ["a/x", "a/sub/y", "b/x", "b/sub/y"] {
-            assert_eq!(
-                std::fs::read(target.join(name)).unwrap(),
-                std::fs::read(source.join(name)).unwrap(),
-                "{name}"
-            );
+            pass(&source, &target, Some(since));
+            for name in ["a/x", "a/sub/y", "b/x", "b/sub/y"] {
+                let name = format!("{top}{name}");
+                assert_eq!(
+                    std::fs::read(target.join(&name)).unwrap(),
+                    std::fs::read(source.join(&name)).unwrap(),
+                    "{name}"
+                );
+            }
         }
     }
 
@@ -734,6 +958,49 @@ mod tests {
             .unwrap();
         pass(&source, &target, Some(since));
         assert_eq!(std::fs::read(target.join("f")).unwrap(), b"after!");
+    }
+
+    /// A file changed just before a pass began is copied by it; the next
+    /// pass, whose window still covers that change, does not read it
+    /// again: the copy was born after the change. One rewritten (same size,
+    /// same mtime) after that copy is read and compared. (An injected read
+    /// error shows which files are read.)
+    #[test]
+    fn a_file_copied_after_its_change_is_not_compared_again() {
+        use super::super::faults::{self, Op};
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let (source, target) = (dir.path().join("s"), dir.path().join("t"));
+        std::fs::create_dir_all(&source).unwrap();
+        std::fs::write(source.join("copied"), "before").unwrap();
+        std::fs::write(source.join("rewritten"), "before").unwrap();
+        let since = copied(&source, &target);
+        std::fs::write(source.join("copied"), "changed, longer").unwrap();
+        // Past the kernel's coarse clock tick, which the copy's birth uses.
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(pass(&source, &target, Some(since)).files, 1);
+
+        std::thread::sleep(Duration::from_millis(20));
+        let rewritten = source.join("rewritten");
+        let mtime = std::fs::metadata(&rewritten).unwrap().modified().unwrap();
+        std::fs::write(&rewritten, "after!").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&rewritten)
+            .unwrap()
+            .set_modified(mtime)
+            .unwrap();
+        faults::inject(&source.join("copied"), Op::Read, libc::EIO);
+        faults::inject(&rewritten, Op::Read, libc::EIO);
+        let stats = pass(&source, &target, Some(since));
+        assert_eq!(stats.error_count, 1, "{}", stats.errors_shown(5));
+        assert_eq!(stats.errors[0].path, rewritten, "only this one is read");
+        faults::clear(&rewritten);
+        pass(&source, &target, Some(since));
+        assert_eq!(std::fs::read(target.join("rewritten")).unwrap(), b"after!");
+        assert_eq!(
+            std::fs::read(target.join("copied")).unwrap(),
+            b"changed, longer"
+        );
     }
 
     /// A file whose only change is an xattr (same size, same mtime) is

@@ -1,26 +1,34 @@
 //! The data side of the copy: jobs for regular files, run by a small pool
 //! of threads while the walker goes on creating the tree.
 //!
-//! In the first pass a worker creates the file it fills (the walker's one
-//! thread would otherwise spend a third of its time creating inodes). That
-//! changes the directory's mtime after the walker set it, so the walker
-//! sets directory times again once the workers are done. Workers never
-//! rename or remove entries, and in the second pass they never create any.
+//! In the first pass a worker creates the file it fills, in place (the
+//! walker's one thread would otherwise spend a third of its time creating
+//! inodes). That changes the directory's mtime after the walker set it, so
+//! the walker sets directory times again once the workers are done.
+//!
+//! In the second pass the target already holds a copy, which a failing read
+//! of the source must not destroy: a file is written as a new inode beside
+//! it and renamed over it only once its data and metadata are complete
+//! ([`Replacement`]). A read that fails at the open, the stat, the xattrs or
+//! half-way through the data leaves the target's bytes and metadata as they
+//! were, and the entry is named in the errors.
 
+use super::faults::{self, Op};
 use super::file::{Cancelled, DataCopier, StopFlags};
 use super::meta::{self, Node};
 use super::nodes;
+use super::replace::Replacement;
 use super::stats::{CopyError, Counters};
-use std::fs::File;
+use std::fs::{File, Metadata};
 use std::io;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
 /// One regular file for a worker.
 pub enum Job {
-    /// Fill `file` (just created or emptied at `target`) from `source`,
+    /// First pass: fill `file` (just created at `target`) from `source`,
     /// then apply the source's metadata.
     Copy {
         source: PathBuf,
@@ -30,8 +38,11 @@ pub enum Job {
     /// First pass, a file with one name: create `target` (replacing what an
     /// interrupted earlier run left there), then as [`Job::Copy`].
     Create { source: PathBuf, target: PathBuf },
-    /// Second pass with checksums: `target` has the source's size and
-    /// mtime; compare the bytes and rewrite it in place if they differ.
+    /// Second pass: `target` is missing or differs; write the source's data
+    /// and metadata into a new inode and rename it over `target`.
+    Replace { source: PathBuf, target: PathBuf },
+    /// Second pass: `target` has the source's size and mtime; compare the
+    /// bytes, and replace it as [`Job::Replace`] if they differ.
     Verify { source: PathBuf, target: PathBuf },
 }
 
@@ -71,32 +82,47 @@ fn is_fatal(err: &io::Error) -> bool {
     )
 }
 
-/// Runs one job, recording its failures in `shared`.
-pub fn run(job: Job, copier: &mut DataCopier, shared: &Shared) {
+/// Runs one job, recording its failures in `shared`. Returns whether the
+/// target now holds the source's data (a hard-linked inode's later names
+/// are linked to it only then).
+pub fn run(job: Job, copier: &mut DataCopier, shared: &Shared) -> bool {
     match job {
         Job::Copy {
             source,
             target,
             file,
-        } => {
-            if let Some(input) = open_source(&source, shared) {
-                copy(&source, &input, &target, &file, copier, shared);
-            }
-        }
+        } => match open_source(&source, &target, false, shared) {
+            Some(input) => copy(&source, &input, &file, copier, shared),
+            None => false,
+        },
         Job::Create { source, target } => create(&source, &target, copier, shared),
+        Job::Replace { source, target } => match open_source(&source, &target, true, shared) {
+            Some(input) => match input.metadata() {
+                Ok(meta) => replace(&source, &input, &meta, &target, copier, shared),
+                Err(err) => {
+                    shared.failed(&source, "stat source", err);
+                    false
+                }
+            },
+            None => false,
+        },
         Job::Verify { source, target } => verify(&source, &target, copier, shared),
     }
 }
 
-/// The source file, or `None` when it cannot be read (recorded in `shared`;
-/// a file gone since it was listed only counts as vanished).
-fn open_source(source: &Path, shared: &Shared) -> Option<File> {
-    match nodes::open_source(source) {
+/// The source file, or `None` when it cannot be read (recorded in `shared`).
+/// A file gone since it was listed counts as vanished; where the target
+/// has something under its name (`keeping`: the second pass), that stays,
+/// and the entry is named, since this pass cannot tell whether the source
+/// lost it for good.
+fn open_source(source: &Path, target: &Path, keeping: bool, shared: &Shared) -> Option<File> {
+    match faults::check(source, Op::Open).and_then(|()| nodes::open_source(source)) {
         Ok(input) => Some(input),
         Err(err) if err.kind() == io::ErrorKind::NotFound => {
-            // Gone since it was listed: an empty target (if the walker made
-            // one) is removed by the second pass, which sees it is gone.
             Counters::add(&shared.counters.vanished, 1);
+            if keeping && std::fs::symlink_metadata(target).is_ok() {
+                shared.failed(source, GONE, err);
+            }
             None
         }
         Err(err) => {
@@ -106,9 +132,13 @@ fn open_source(source: &Path, shared: &Shared) -> Option<File> {
     }
 }
 
-fn create(source: &Path, target: &Path, copier: &mut DataCopier, shared: &Shared) {
-    let Some(input) = open_source(source, shared) else {
-        return;
+/// The operation named for an entry that was listed but gone when the copy
+/// came to read it, while the target keeps its copy.
+pub const GONE: &str = "read (gone since its directory was listed; the copy keeps what it had)";
+
+fn create(source: &Path, target: &Path, copier: &mut DataCopier, shared: &Shared) -> bool {
+    let Some(input) = open_source(source, target, false, shared) else {
+        return false;
     };
     let file = match nodes::create_file(target) {
         Err(err) if is_name_taken(&err) => {
@@ -117,29 +147,100 @@ fn create(source: &Path, target: &Path, copier: &mut DataCopier, shared: &Shared
         created => created,
     };
     match file {
-        Ok(file) => copy(source, &input, target, &file, copier, shared),
-        Err(err) => shared.failed(target, "create file", err),
+        Ok(file) => copy(source, &input, &file, copier, shared),
+        Err(err) => {
+            shared.failed(target, "create file", err);
+            false
+        }
     }
 }
 
+/// First pass: the data into `file` in place, then the metadata.
 fn copy(
     source: &Path,
     input: &File,
-    target: &Path,
     file: &File,
     copier: &mut DataCopier,
     shared: &Shared,
-) {
+) -> bool {
     let meta = match input.metadata() {
         Ok(meta) => meta,
-        Err(err) => return shared.failed(source, "stat source", err),
+        Err(err) => {
+            shared.failed(source, "stat source", err);
+            return false;
+        }
     };
-    if let Err(err) = copier.copy(input, file, meta.size(), meta.blocks()) {
-        return shared.failed(target, "copy data", err);
+    if let Err(err) = copy_data(source, input, file, &meta, copier) {
+        shared.failed(source, "copy data", err);
+        return false;
     }
-    finish(source, input, file, &meta, None, true, shared);
+    let copied = finish(source, input, file, &meta, None, true, shared);
     Counters::add(&shared.counters.files, 1);
     crate::failpoint::hit("copy-file");
+    copied
+}
+
+/// Second pass: the source's data and metadata into a new inode beside
+/// `target`, renamed over it only once complete.
+fn replace(
+    source: &Path,
+    input: &File,
+    meta: &Metadata,
+    target: &Path,
+    copier: &mut DataCopier,
+    shared: &Shared,
+) -> bool {
+    // Read before anything is written: the xattrs are the source's too.
+    let xattrs = match meta::read_xattrs(Node::Open(input)) {
+        Ok(xattrs) => xattrs,
+        Err(err) => {
+            shared.failed(source, "read xattrs", err);
+            return false;
+        }
+    };
+    let dir = target.parent().unwrap_or(Path::new("."));
+    let new = match Replacement::create_in(dir) {
+        Ok(new) => new,
+        Err(err) => {
+            shared.failed(target, "create file", err);
+            return false;
+        }
+    };
+    if let Err(err) = copy_data(source, input, new.file(), meta, copier) {
+        shared.failed(source, "copy data", err);
+        return false; // dropping `new` leaves the target as it was
+    }
+    meta::apply(
+        Node::Open(new.file()),
+        meta,
+        &xattrs,
+        None,
+        true,
+        &mut |operation, err| shared.failed(source, &operation, err),
+    );
+    if let Err(err) = new.commit(target) {
+        shared.failed(target, "rename the new copy into place", err);
+        return false;
+    }
+    Counters::add(&shared.counters.files, 1);
+    crate::failpoint::hit("copy-file");
+    true
+}
+
+/// The file's data, holes kept (see [`DataCopier::copy`]).
+fn copy_data(
+    source: &Path,
+    input: &File,
+    output: &File,
+    meta: &Metadata,
+    copier: &mut DataCopier,
+) -> io::Result<()> {
+    if let Err(err) = faults::check(source, Op::Read) {
+        // As a disk failing half-way: what came before was written.
+        copier.copy(input, output, meta.size() / 2, meta.blocks())?;
+        return Err(err);
+    }
+    copier.copy(input, output, meta.size(), meta.blocks())
 }
 
 /// Errors of creating a file where something else already is (an
@@ -151,31 +252,42 @@ pub fn is_name_taken(err: &io::Error) -> bool {
     )
 }
 
-fn verify(source: &Path, target: &Path, copier: &mut DataCopier, shared: &Shared) {
-    let Some(input) = open_source(source, shared) else {
-        return;
+fn verify(source: &Path, target: &Path, copier: &mut DataCopier, shared: &Shared) -> bool {
+    let Some(input) = open_source(source, target, true, shared) else {
+        return false;
     };
-    // Read-write without touching atime: the copy may have to be rewritten.
-    let output = match std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NOATIME)
-        .open(target)
-    {
+    // Read-only, without touching atime: a copy that differs is replaced,
+    // not rewritten.
+    let output = match nodes::open_source(target) {
         Ok(output) => output,
-        Err(err) => return shared.failed(target, "open target", err),
+        Err(err) => {
+            shared.failed(target, "open target", err);
+            return false;
+        }
     };
     let (meta, existing) = match (input.metadata(), output.metadata()) {
         (Ok(meta), Ok(existing)) => (meta, existing),
-        (Err(err), _) => return shared.failed(source, "stat source", err),
-        (_, Err(err)) => return shared.failed(target, "stat target", err),
+        (Err(err), _) => {
+            shared.failed(source, "stat source", err);
+            return false;
+        }
+        (_, Err(err)) => {
+            shared.failed(target, "stat target", err);
+            return false;
+        }
     };
-    let same = match copier.same_contents(&input, &output) {
+    let same = match faults::check(source, Op::Read)
+        .and_then(|()| copier.same_contents(&input, &output))
+    {
         Ok(same) => same,
-        Err(err) => return shared.failed(target, "compare contents", err),
+        Err(err) => {
+            shared.failed(source, "compare contents", err);
+            return false;
+        }
     };
     if same {
-        finish(
+        Counters::add(&shared.counters.unchanged, 1);
+        return finish(
             source,
             &input,
             &output,
@@ -184,37 +296,29 @@ fn verify(source: &Path, target: &Path, copier: &mut DataCopier, shared: &Shared
             false,
             shared,
         );
-        Counters::add(&shared.counters.unchanged, 1);
-        return;
     }
-    // Rewritten in place, not replaced: the directory must not change
-    // (see the module comment); a hard-linked target is one inode with the
-    // source's other names, whose contents changed the same way.
-    if let Err(err) = output
-        .set_len(0)
-        .and_then(|()| copier.copy(&input, &output, meta.size(), meta.blocks()))
-    {
-        return shared.failed(target, "copy data", err);
-    }
-    finish(source, &input, &output, &meta, None, true, shared);
-    Counters::add(&shared.counters.files, 1);
+    drop(output);
+    replace(source, &input, &meta, target, copier, shared)
 }
 
 /// Owner, xattrs, mode and times of the source onto the written file.
+/// When the source's xattrs cannot be read nothing is applied: the file
+/// keeps what it had (in the first pass, the copy's own mtime, so the next
+/// pass copies it again). Returns whether everything was read.
 fn finish(
     source: &Path,
     input: &File,
     output: &File,
-    meta: &std::fs::Metadata,
-    existing: Option<&std::fs::Metadata>,
+    meta: &Metadata,
+    existing: Option<&Metadata>,
     data_written: bool,
     shared: &Shared,
-) {
+) -> bool {
     let xattrs = match meta::read_xattrs(Node::Open(input)) {
         Ok(xattrs) => xattrs,
         Err(err) => {
             shared.failed(source, "read xattrs", err);
-            Vec::new()
+            return false;
         }
     };
     meta::apply(
@@ -225,4 +329,5 @@ fn finish(
         data_written,
         &mut |operation, err| shared.failed(source, &operation, err),
     );
+    true
 }

@@ -6,6 +6,7 @@ use super::refusal::Reason;
 use super::replica::Retargeted;
 use super::source_check::CheckedSource;
 use super::trial::TRIAL_CMDLINE;
+use super::trial_guard::{self, TrialGuard, TrialKernel};
 use super::{EditOperation, EditSite, FileEdit, PartitionPath};
 use crate::bootcfg::cmdline::CmdlineError;
 use crate::bootcfg::defaults::{Defaults, DefaultsError};
@@ -159,14 +160,29 @@ pub(super) fn plan_edits(
     retargeted: &Retargeted,
     root_partition: u32,
     layout: Layout,
-    trial: Option<EditSite>,
-) -> Result<Vec<FileEdit>, Reason> {
+    trial: Option<TrialRequest>,
+) -> Result<(Vec<FileEdit>, Option<TrialGuard>), Reason> {
+    let (trial, guard) = match trial {
+        Some(request) => (Some(request.site), Some(request)),
+        None => (None, None),
+    };
+    let cmdline_ops = retargeted.cmdline.clone();
     let fail = |err: EditError| Reason::new("source-edit", err.to_string());
+    // The trial's command line is the normal one plus what resets a trial
+    // that does not come up (`trial_guard`), in both layouts.
+    let normal = apply(source.cmdline_bytes, &cmdline_ops).map_err(fail)?;
+    let normal = Cmdline::parse(&normal).map_err(|e| fail(e.into()))?;
+    let guard =
+        guard.map(|request| trial_guard::decide(&request.kernel, &normal, request.auto_commit));
+    let trial_ops = |ops: &[EditOperation]| {
+        let mut ops = ops.to_vec();
+        ops.extend(guard.iter().flat_map(TrialGuard::operations));
+        ops
+    };
     let mut edits = Vec::new();
     if !retargeted.fstab.is_empty() {
         edits.push(fstab_edit(source, root_partition, retargeted.fstab.clone()).map_err(fail)?);
     }
-    let cmdline_ops = retargeted.cmdline.clone();
     let cmdline_name = boot_relative(source, source.cmdline_path)?;
     let trial_cmdline = PartitionPath::known(TRIAL_CMDLINE);
     let target = cmdline_target(
@@ -178,8 +194,8 @@ pub(super) fn plan_edits(
         &trial_cmdline,
     )?;
     // A full move's trial starts its own command line beside the new
-    // cmdline.txt, with panic=: a kernel that cannot go on resets the Pi,
-    // and the next boot is a normal one, from the SD card.
+    // cmdline.txt, with the guard's words: a trial that cannot go on
+    // resets the Pi, and the next boot is a normal one, from the SD card.
     let full_trial = match (layout, trial) {
         (Layout::Full, Some(site)) => Some(EditTarget {
             site,
@@ -193,17 +209,28 @@ pub(super) fn plan_edits(
         }),
         _ => None,
     };
-    if let Some(trial_target) = full_trial {
-        let mut trial_ops = cmdline_ops.clone();
-        trial_ops.push(EditOperation::CmdlineAdd {
-            arg: format!("panic={}", super::bootloader::TRIAL_PANIC_SECONDS),
-        });
-        edits.push(file_edit(target, source.cmdline_bytes, cmdline_ops).map_err(fail)?);
-        edits.push(file_edit(trial_target, source.cmdline_bytes, trial_ops).map_err(fail)?);
-    } else {
-        edits.push(file_edit(target, source.cmdline_bytes, cmdline_ops).map_err(fail)?);
+    match full_trial {
+        Some(trial_target) => {
+            let trial_ops = trial_ops(&cmdline_ops);
+            edits.push(file_edit(target, source.cmdline_bytes, cmdline_ops).map_err(fail)?);
+            edits.push(file_edit(trial_target, source.cmdline_bytes, trial_ops).map_err(fail)?);
+        }
+        // A root-only trial's command line is the one edit of cmdline.txt.
+        None if layout == Layout::RootOnly && trial.is_some() => {
+            let trial_ops = trial_ops(&cmdline_ops);
+            edits.push(file_edit(target, source.cmdline_bytes, trial_ops).map_err(fail)?);
+        }
+        None => edits.push(file_edit(target, source.cmdline_bytes, cmdline_ops).map_err(fail)?),
     }
-    Ok(edits)
+    Ok((edits, guard))
+}
+
+/// A plan's trial: where its files go, and what its guard is decided
+/// from (the trial's kernel, and whether the trial commits itself).
+pub struct TrialRequest {
+    pub site: EditSite,
+    pub kernel: TrialKernel,
+    pub auto_commit: bool,
 }
 
 /// Where a full move's edits of boot files go, for a person.

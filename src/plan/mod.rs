@@ -22,6 +22,7 @@ pub(crate) mod source_check;
 mod table;
 mod target;
 pub mod trial;
+pub mod trial_guard;
 mod warnings;
 
 pub use options::{BootOrderChoice, HandoverChoice, Layout, Options, TableChoice, TrialChoice};
@@ -270,6 +271,10 @@ pub struct TrialBoot {
     /// includes mattered (Ubuntu's syscfg.txt, usercfg.txt).
     #[serde(default)]
     pub note: Option<String>,
+    /// What resets the trial when it does not come up (none in journals
+    /// written before it existed).
+    #[serde(default)]
+    pub guard: Option<trial_guard::TrialGuard>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

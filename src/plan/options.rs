@@ -89,6 +89,9 @@ pub struct Options {
     /// Whether the bootloader's config may be changed.
     pub boot_order: BootOrderChoice,
     pub handover: HandoverChoice,
+    /// The trial boot checks itself with `verify`'s checks and commits, or
+    /// goes back to the SD card, with nobody at the Pi.
+    pub auto_commit: bool,
 }
 
 impl Options {
@@ -106,6 +109,7 @@ impl Options {
             checksum: false,
             boot_order: BootOrderChoice::Show,
             handover: HandoverChoice::Auto,
+            auto_commit: false,
         }
     }
 }

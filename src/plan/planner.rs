@@ -10,7 +10,7 @@
 use super::boot_copy::boot_copy;
 use super::boot_layout::{demands, LayoutDemands};
 use super::bootloader::{self, Decision};
-use super::edits::plan_edits;
+use super::edits::{plan_edits, TrialRequest};
 use super::exclusions::exclusions;
 use super::firmware::{
     boot_order_advice, check_full_move_bootable, choose_table, firmware_prerequisites,
@@ -23,6 +23,7 @@ use super::source_check::{check_source, CheckedSource};
 use super::table::table_plan;
 use super::target::{check_target_is_free, identity, resolve_target};
 use super::trial::{trial_boot, trial_site, wants_trial};
+use super::trial_guard::TrialKernel;
 use super::warnings::warnings;
 use super::*;
 use crate::space::SpaceCheck;
@@ -116,6 +117,13 @@ pub fn plan_with_progress(
     let mut notes = demands.notes;
     notes.extend(firmware.notes);
     notes.extend(bootloader.notes);
+    if options.auto_commit && trial_boot.is_none() {
+        notes.push(
+            "--auto-commit: this plan has no trial boot (no tryboot here; --trial always asks for one), \
+             so there is nothing to commit by itself"
+                .to_string(),
+        );
+    }
     if let Some(regenerated) = regenerated {
         edits.push(regenerated.edit);
         notes.push(regenerated.note);
@@ -221,6 +229,18 @@ fn check_request<'a>(
         Layout::Full => bootloader.route.is_some(),
         Layout::RootOnly => trial,
     };
+    // Asked for with no trial at all: a contradiction. With `--trial auto`
+    // on a Pi without tryboot it has nothing to act on, which the plan's
+    // notes say (a fleet can pass it to every Pi).
+    if options.auto_commit && options.trial == TrialChoice::Never {
+        reasons.push(
+            Reason::new(
+                "auto-commit-without-trial",
+                "--auto-commit commits a trial boot once it checked itself, and --trial never asks for none",
+            )
+            .hint("leave out --trial never (or --no-trial), or leave out --auto-commit"),
+        );
+    }
     let mut firmware = FirmwareFindings::default();
     if options.layout == Layout::Full {
         if let Err(reason) = check_full_move_bootable(system, target) {
@@ -357,17 +377,27 @@ fn changes(
         .part(PartitionRole::Root)
         .map(|(p, _)| p.number)
         .unwrap_or(1);
+    let request = trial.map(|site| TrialRequest {
+        site,
+        kernel: TrialKernel::of(system, source.boot_dir),
+        auto_commit: options.auto_commit,
+    });
     let edits = plan_edits(
         system,
         source,
         &retargeted,
         root_partition,
         options.layout,
-        trial,
+        request,
     );
+    let (edits, guard) = match edits {
+        Ok((edits, guard)) => (Ok(edits), guard),
+        Err(reason) => (Err(reason), None),
+    };
     let trial_boot = trial
         .map(|site| trial_boot(system, source, site))
-        .transpose();
+        .transpose()
+        .map(|trial| trial.map(|trial| TrialBoot { guard, ..trial }));
     let regenerated = retargeted
         .rootpart
         .as_ref()

@@ -396,39 +396,50 @@ fn edits(out: &mut String, plan: &Plan) {
 fn trial_boot(out: &mut String, plan: &Plan) {
     if let Some(trial) = &plan.trial_boot {
         let _ = writeln!(out, "\nTrial boot");
+        let auto_commit = trial.guard.as_ref().is_some_and(|g| g.auto_commit);
+        let then = match (auto_commit, plan.layout) {
+            (true, _) => {
+                "Once up, the trial checks itself and commits (--auto-commit), or reboots to\n  \
+                          the SD card without committing."
+            }
+            (false, Layout::Full) => {
+                "`pimigrate verify --commit` in that boot hands the Pi over to the new drive."
+            }
+            (false, Layout::RootOnly) => {
+                "`pimigrate verify --commit` in that boot makes it permanent."
+            }
+        };
         match (plan.layout, trial.site) {
             (Layout::Full, EditSite::TargetBoot) => {
                 let _ = writeln!(
                     out,
-                    "  The new drive's boot partition gets {} (its config.txt with the trial command line {},\n  \
-                     which adds panic={}): the trial reboot starts the new drive once; a kernel that cannot go on\n  \
-                     resets the Pi, and any reset or power cycle starts the SD card as before.\n  \
-                     `pimigrate verify --commit` then hands the Pi over to the new drive.",
+                    "  The new drive's boot partition gets {} (its config.txt with the trial command line {}):\n  \
+                     the trial reboot starts the new drive once, and any reset or power cycle starts the SD card\n  \
+                     as before. {then}",
                     trial.tryboot_file.display(),
                     trial.cmdline_file.display(),
-                    super::bootloader::TRIAL_PANIC_SECONDS
                 );
             }
             (Layout::Full, _) => {
                 let _ = writeln!(
                     out,
                     "  The SD card's cmdline.txt stays as it is. {} makes the next `reboot \"0 tryboot\"` start the\n  \
-                     SD card's kernel with the new drive's root once (panic={}: a kernel that cannot go on resets\n  \
-                     the Pi); any reset or power cycle starts the SD card as before.\n  \
-                     `pimigrate verify --commit` then hands the Pi over to the new drive.",
+                     SD card's kernel with the new drive's root once; any reset or power cycle starts the SD card\n  \
+                     as before. {then}",
                     trial.tryboot_file.display(),
-                    super::bootloader::TRIAL_PANIC_SECONDS
                 );
             }
             (Layout::RootOnly, _) => {
                 let _ = writeln!(
                     out,
                     "  cmdline.txt stays as it is. {} makes the next `reboot \"0 tryboot\"` start the new root once;\n  \
-                     if that boot fails, the next power cycle starts the SD card's root as before.\n  \
-                     `pimigrate verify --commit` then makes it permanent.",
-                    trial.tryboot_file.display()
+                     any reset or power cycle starts the SD card's root as before. {then}",
+                    trial.tryboot_file.display(),
                 );
             }
+        }
+        if let Some(guard) = &trial.guard {
+            trial_guard(out, guard);
         }
         if let Some(note) = &trial.note {
             let _ = writeln!(out, "  {note}");
@@ -443,6 +454,26 @@ fn trial_boot(out: &mut String, plan: &Plan) {
         for line in trial.diff.lines() {
             let _ = writeln!(out, "    {line}");
         }
+    }
+}
+
+/// What resets a trial that does not come up, word by word.
+fn trial_guard(out: &mut String, guard: &crate::plan::trial_guard::TrialGuard) {
+    let _ = writeln!(
+        out,
+        "  If the trial does not come up, it resets by itself (the next boot is the SD card's):"
+    );
+    for word in &guard.words {
+        let _ = writeln!(out, "    {}: {}", word.arg, word.why);
+    }
+    for line in &guard.resets {
+        let _ = writeln!(out, "    {line}");
+    }
+    if let Some(note) = &guard.kernel_note {
+        let _ = writeln!(out, "  ({note})");
+    }
+    if let Some(unbounded) = &guard.unbounded {
+        let _ = writeln!(out, "  Not bounded: {unbounded}");
     }
 }
 

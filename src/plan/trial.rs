@@ -98,6 +98,8 @@ pub(super) fn trial_boot(
         cmdline_file: PartitionPath::known(TRIAL_CMDLINE),
         backup,
         note: tryboot.note,
+        // Decided with the edits, which put its words on the command line.
+        guard: None,
     })
 }
 

@@ -212,6 +212,7 @@ fn options(target: &Path, layout: Layout, request: &SyncRequest) -> Options {
         // A standby never touches the bootloader's config.
         boot_order: crate::plan::BootOrderChoice::Show,
         handover: crate::plan::HandoverChoice::RemoveCard,
+        auto_commit: false,
     }
 }
 
@@ -915,6 +916,7 @@ mod tests {
             backup: None,
             diff: String::new(),
             note: None,
+            guard: None,
         });
         let refused = plan_sync(&system, Some(&journal), None, &to("/dev/sda")).unwrap_err();
         assert_eq!(refused.reasons[0].code, "migration-pending");

@@ -70,7 +70,9 @@ pub struct PiInfo {
     pub can_boot: BootCapabilities,
     /// `reboot "0 tryboot"` and tryboot.txt work.
     pub tryboot_available: bool,
-    /// This boot is a trial boot (`chosen/bootloader/tryboot` reads 1).
+    /// This boot is a trial boot: `chosen/bootloader/tryboot` reads 1, or
+    /// the kernel started with the trial's own command line (its marker,
+    /// [`TRIAL_MARKER`]), which only tryboot.txt names.
     pub in_trial_boot: bool,
     /// From `rpi-eeprom-config`, when it is installed and answers.
     pub boot_order: Option<BootOrder>,
@@ -190,6 +192,18 @@ pub fn config_filter(model: &str) -> Option<&'static str> {
         .map(|(_, filter)| *filter)
 }
 
+/// The word that marks a trial's command line (`pimigrate.trial=1`, or
+/// `=auto-commit`): see `plan::trial_guard`.
+pub const TRIAL_MARKER: &str = "pimigrate.trial";
+
+/// Whether the running kernel started with a trial's command line.
+fn started_as_trial(host: &Host) -> bool {
+    std::fs::read(host.proc("cmdline"))
+        .ok()
+        .and_then(|bytes| crate::bootcfg::Cmdline::parse(&bytes).ok())
+        .is_some_and(|cmdline| cmdline.has(TRIAL_MARKER))
+}
+
 /// Reads a device-tree cell that holds one big-endian u32.
 fn read_dt_u32(host: &Host, rest: &str) -> Option<u32> {
     let bytes = std::fs::read(host.device_tree(rest)).ok()?;
@@ -209,7 +223,8 @@ pub fn detect(host: &Host) -> PiInfo {
         eeprom_bootloader,
         can_boot: family.capabilities(),
         tryboot_available: eeprom_bootloader,
-        in_trial_boot: read_dt_u32(host, "chosen/bootloader/tryboot") == Some(1),
+        in_trial_boot: read_dt_u32(host, "chosen/bootloader/tryboot") == Some(1)
+            || started_as_trial(host),
         boot_order: eeprom_config
             .as_deref()
             .and_then(|c| parse_eeprom_boot_order(c, board)),

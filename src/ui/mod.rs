@@ -8,6 +8,7 @@
 
 pub mod confirm;
 pub mod scripted;
+pub mod stderr_term;
 pub mod terminal;
 
 pub use scripted::{Answer, ScriptedUi};

@@ -11,7 +11,7 @@
 //! into [`Aborted`] and shows the cursor again.
 
 use super::{typed_matches, Aborted, Ui};
-use anyhow::{Context, Result};
+use anyhow::Result;
 use dialoguer::console::{Key, Term};
 use dialoguer::theme::ColorfulTheme;
 use dialoguer::theme::Theme;
@@ -27,21 +27,13 @@ pub struct TerminalUi {
 
 impl TerminalUi {
     /// Installs the Ctrl-C (and SIGTERM, SIGHUP) handler that only sets
-    /// [`Ui::interrupted`]: from here on, the flow decides how to stop.
+    /// [`Ui::interrupted`] ([`crate::signals`]): from here on, the flow
+    /// decides how to stop.
     pub fn new() -> Result<TerminalUi> {
-        let interrupted = Arc::new(AtomicBool::new(false));
-        for signal in [
-            signal_hook::consts::SIGINT,
-            signal_hook::consts::SIGTERM,
-            signal_hook::consts::SIGHUP,
-        ] {
-            signal_hook::flag::register(signal, Arc::clone(&interrupted))
-                .context("installing the Ctrl-C handler")?;
-        }
         Ok(TerminalUi {
             term: Term::stderr(),
             theme: ColorfulTheme::default(),
-            interrupted,
+            interrupted: crate::signals::install(crate::signals::Hangup::Stops)?,
         })
     }
 
@@ -157,7 +149,8 @@ impl Drop for TerminalUi {
 
 impl Ui for TerminalUi {
     fn say(&self, text: &str) {
-        println!("{text}");
+        // Never a panic on a terminal that went away mid-migration.
+        crate::signals::print(&format!("{text}\n"));
     }
 
     fn choose(&self, prompt: &str, items: &[String], default: usize) -> Result<usize> {

@@ -90,7 +90,7 @@ fn measure(inputs: &BenchInputs, out: &mut BenchComparison) -> Result<(), Stoppe
     };
     // Before the announcement: a Ctrl-C once it is on screen must reach the
     // benchmark (which removes its test file), not kill the process.
-    let interrupted = crate::bench::stop_on_signals()?;
+    let interrupted = crate::signals::install(crate::signals::Hangup::Stops)?;
     if chatty {
         println!(
             "Benchmarking the new root ({preset} suite, a test file on /, removed afterwards)"

@@ -415,7 +415,10 @@ fn trial_boot(system: &System, expected: &Expected) -> Option<Check> {
         ),
         (None, true) => Check::pass(
             CODE,
-            format!("this is the trial boot ({flag} reads 1): `sudo pimigrate verify --commit` makes it permanent"),
+            format!(
+                "this is the trial boot ({flag} reads 1, or the kernel started with the trial's command line): \
+                 `sudo pimigrate verify --commit` makes it permanent"
+            ),
         ),
         // The other checks say whether this boot runs the target: a commit
         // whose swap reached the SD card does, from cmdline.txt.

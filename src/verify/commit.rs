@@ -34,9 +34,17 @@ pub fn commit(
             trial_cmdline.display()
         )
     })?;
-    let root = Cmdline::parse(&new)
-        .and_then(|c| c.root())
+    let parsed = Cmdline::parse(&new)
         .with_context(|| format!("{} is not a usable command line", trial_cmdline.display()))?;
+    let root = parsed
+        .root()
+        .with_context(|| format!("{} is not a usable command line", trial_cmdline.display()))?;
+    // The normal command line: the trial's without what only resets a
+    // trial (`plan::trial_guard`), the words it stood in for put back.
+    let new = match &trial.guard {
+        Some(guard) => guard.normal(&parsed).to_bytes(),
+        None => new,
+    };
     if root != expected.root_spec() && !root_is_planned(journal, &root) {
         bail!(
             "{} boots root={root}, not the target's {}; nothing was changed",
@@ -57,8 +65,12 @@ pub fn commit(
     // boot (see `Expected::commit_interrupted`).
     crate::failpoint::hit(crate::failpoint::COMMIT_AFTER_SWAP);
     done.push(format!(
-        "{} now holds the trial's command line (the original is in {})",
+        "{} now holds the trial's command line{} (the original is in {})",
         boot.resolve(cmdline).display(),
+        match trial.guard {
+            Some(_) => ", less the words that only reset a failed trial",
+            None => "",
+        },
         boot.resolve(&backup).display()
     ));
     done.extend(remove_trial_files(boot, journal, trial)?);

@@ -8,6 +8,7 @@ use super::state::{commit_refusal, not_yet, trial_did_not_run, CommitRefusal};
 use super::{checks, commit, health, rollback_advice, Stopped, TrialState, Verdict, Verification};
 use crate::apply::boot_partition::{BootWriter, StateLock};
 use crate::apply::journal::Journal;
+use crate::apply::trial_outcome::TrialOutcome;
 use crate::bench::machine::read_throttled;
 use crate::host::Host;
 use crate::system::disks::Disk;
@@ -50,7 +51,12 @@ pub fn verify(host: &Host, request: &Request) -> Result<(Verification, bool)> {
     if let Some(why) = not_yet(&system, &journal, &expected) {
         return Ok((Verification::nothing(why), false));
     }
-    if let Some(v) = trial_did_not_run(&system, &expected) {
+    // The latest trial's own record, if it wrote one (see `pimigrate status`).
+    let record = TrialOutcome::load(&state_dir)
+        .ok()
+        .flatten()
+        .filter(|r| r.is_about(&journal));
+    if let Some(v) = trial_did_not_run(&system, &expected, record.as_ref()) {
         return Ok((v, false));
     }
     let target = health::target_disk(&system, &expected);

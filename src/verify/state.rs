@@ -5,13 +5,14 @@
 use super::expected::Expected;
 use super::{Check, TrialState, Verdict, Verification};
 use crate::apply::journal::{Journal, Step};
+use crate::apply::trial_outcome::TrialOutcome;
 use crate::host::Host;
 use crate::system::disks::device_name;
 use crate::system::source::resolve;
 use crate::system::System;
 
 /// The partition / is mounted from, when it is the old (source) root.
-fn running_from_old_root(system: &System, expected: &Expected) -> Option<String> {
+pub fn running_from_old_root(system: &System, expected: &Expected) -> Option<String> {
     let running = system
         .source
         .running_root_devno
@@ -61,13 +62,34 @@ pub fn not_yet(system: &System, journal: &Journal, expected: &Expected) -> Optio
 /// The target checks would only list symptoms of that, so the answer is
 /// this one failure and what to do: roll back, or look at the target and
 /// try again.
-pub fn trial_did_not_run(system: &System, expected: &Expected) -> Option<Verification> {
-    if !expected.trial_pending() || system.pi.in_trial_boot {
+pub fn trial_did_not_run(
+    system: &System,
+    expected: &Expected,
+    record: Option<&TrialOutcome>,
+) -> Option<Verification> {
+    if !expected.trial_pending() {
         return None;
     }
+    // In a trial boot on the SD card's own root the trial did not run
+    // either: the bootloader passed over the new drive (gone, or no
+    // firmware on it) and started the SD card with the trial flag set.
     let running = running_from_old_root(system, expected)?;
     let booted = boot_time(&system.host);
+    // The trial's own record, when it came up far enough to write one.
+    let record = record.filter(|r| !r.outcome.committed());
     let what = match (expected.trial_requested, booted) {
+        _ if record.is_some() => {
+            let record = record.expect("just matched");
+            let mut what = format!(
+                "the trial boot came up at {} but {}, and rebooted without committing",
+                crate::clock::rfc3339_utc(record.at),
+                record.reason
+            );
+            for detail in &record.details {
+                what.push_str(&format!("; {detail}"));
+            }
+            what
+        }
         (Some(asked), Some(booted)) if booted > asked => format!(
             "the trial boot pimigrate started at {} did not come up: the Pi {} and the SD card booted as before",
             crate::clock::rfc3339_utc(asked),
@@ -112,7 +134,7 @@ pub fn trial_did_not_run(system: &System, expected: &Expected) -> Option<Verific
 }
 
 /// `btime` of /proc/stat: when this boot began (Unix time).
-fn boot_time(host: &Host) -> Option<u64> {
+pub fn boot_time(host: &Host) -> Option<u64> {
     let stat = std::fs::read_to_string(host.proc("stat")).ok()?;
     stat.lines()
         .find_map(|l| l.strip_prefix("btime "))

@@ -204,18 +204,28 @@ pub(super) fn migrate(wizard: &Wizard, plan: Plan) -> Result<WizardEnd> {
         );
         return Ok(WizardEnd::Rehearsed);
     }
+    // The last question is answered: from here on a closed terminal does
+    // not stop the migration (its output goes to the migration's log).
+    crate::signals::carry_on_after_hangup();
     let journal = migration::new_journal(wizard.system, plan)?;
     let display = ProgressDisplay {
         copy_bar: wizard.ui.live_progress(),
         step_lines: true,
     };
-    let journal = migration::apply_with_progress(
+    let journal = match migration::apply_with_progress(
         wizard.system,
         journal,
         wizard.ui.interrupted(),
         display,
         Purpose::Wizard,
-    )?;
+    ) {
+        Ok(journal) => journal,
+        Err(err) if wizard.ui.interrupted().load(Ordering::SeqCst) => {
+            wizard.ui.say(&format!("\nStopped: {err:#}"));
+            return Ok(WizardEnd::Interrupted);
+        }
+        Err(err) => return Err(err),
+    };
     let mut text = format!(
         "\nDone: the system is on {}.\nWhat to do next:\n",
         journal.plan.target.path.display()
@@ -241,6 +251,13 @@ fn offer_reboot(wizard: &Wizard, journal: &mut crate::apply::journal::Journal) -
         migration::RebootInto::Trial => "Reboot now into the trial boot?",
         migration::RebootInto::Normal => "Reboot now?",
     };
+    if crate::signals::hung_up() && wizard.settings.reboot.is_none() {
+        // Nobody is left to answer; a reboot is the owner's to start.
+        wizard
+            .ui
+            .say("The terminal went away: not rebooting. The next steps above are in this log.");
+        return Ok(());
+    }
     let reboot = wizard.answer(wizard.settings.reboot, false, || {
         wizard.ui.confirm(question, false)
     })?;

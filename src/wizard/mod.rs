@@ -46,6 +46,8 @@ pub struct Settings {
     pub handover: Option<HandoverChoice>,
     /// Reboot (into the trial) once migrated; `None` asks (unattended: no).
     pub reboot: Option<bool>,
+    /// The trial checks itself and commits, or goes back to the SD card.
+    pub auto_commit: bool,
     /// Ask nothing: every open question takes its default, and the target
     /// is erased without typing its name (an explicit target is required).
     pub yes: bool,
@@ -72,6 +74,9 @@ pub enum WizardEnd {
     /// The person backed out (Esc, Ctrl-C) or typed the wrong name:
     /// nothing was written.
     Stopped,
+    /// Ctrl-C during the migration: it stopped at its next step, and
+    /// `migrate --resume` carries on (what was said).
+    Interrupted,
     NotConfirmed,
     /// The planner refused; every reason was shown.
     Refused,
@@ -125,6 +130,7 @@ impl Wizard<'_> {
         options.trial = trial;
         options.boot_order = boot_order;
         options.handover = handover;
+        options.auto_commit = self.settings.auto_commit;
         options.seed = self.settings.seed;
         let Some(plan) = apply::make_plan(self, &options)? else {
             return Ok(WizardEnd::Refused);

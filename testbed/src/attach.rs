@@ -4,17 +4,49 @@
 
 use crate::cmd;
 use crate::mbr::Partition;
-use anyhow::Result;
+use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// A loop device over an image or one partition of it.
 pub struct Loop {
     pub device: String,
+    // Dropped after the detach in `drop`.
+    _host_ids: HostIdsShare,
+}
+
+/// While a testbed image is on a host loop device, the host carries its
+/// ids (the SD card's disk signature, the migrated root's label): the
+/// cargo tests whose checks want each id on one device (a standby's
+/// `ids-unique`) take this lock exclusively (tests/common/mod.rs, the same
+/// path), and CI runs the testbed's shared lane beside them.
+const HOST_IDS_LOCK: &str = "/run/lock/pimigrate-host-ids.lock";
+
+// Held, never read: the lock goes with the descriptor.
+struct HostIdsShare(#[allow(dead_code)] std::fs::File);
+
+impl HostIdsShare {
+    fn take() -> Result<HostIdsShare> {
+        use std::os::fd::AsRawFd;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(HOST_IDS_LOCK)
+            .with_context(|| format!("opening {HOST_IDS_LOCK}"))?;
+        // SAFETY: flock on a descriptor this File owns; the lock goes with
+        // the descriptor when the File is dropped.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH) } != 0 {
+            return Err(std::io::Error::last_os_error())
+                .with_context(|| format!("locking {HOST_IDS_LOCK}"));
+        }
+        Ok(HostIdsShare(file))
+    }
 }
 
 impl Loop {
     pub fn attach(image: &Path, part: Option<&Partition>, read_only: bool) -> Result<Loop> {
+        let host_ids = HostIdsShare::take()?;
         let mut losetup = Command::new("losetup");
         losetup.args(["-f", "--show"]);
         if read_only {
@@ -29,7 +61,10 @@ impl Loop {
             ]);
         }
         let device = cmd::stdout(losetup.arg(image))?.trim().to_string();
-        Ok(Loop { device })
+        Ok(Loop {
+            device,
+            _host_ids: host_ids,
+        })
     }
 }
 

@@ -55,6 +55,7 @@ pub mod sections;
 pub mod share;
 #[cfg(test)]
 mod test_disks;
+pub mod unattended;
 
 pub use disks::{Bus, Disk};
 pub use image::ImageSet;

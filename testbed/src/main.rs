@@ -175,6 +175,11 @@ fn run(args: &[String]) -> Result<i32> {
     let passed = results.iter().filter(|ok| **ok).count();
     let failed = results.len() - passed;
     eprintln!("testbed: total {:.0?}", suite.elapsed());
+    // The failure matrix's line (docs/testbed.md, "Unattended").
+    if let Some(line) = pi_testbed::unattended::summary(&pi_testbed::unattended::cases()) {
+        println!("{line}");
+        times.note(&line);
+    }
     println!("testbed: {passed} passed, {failed} failed");
     Ok(if failed == 0 { 0 } else { 1 })
 }
@@ -328,6 +333,19 @@ impl Times {
                 .ok()
         });
         Times(file.map(Mutex::new))
+    }
+
+    /// A row that is a result, not a time (as sync-standby's ratios).
+    fn note(&self, text: &str) {
+        let Some(file) = &self.0 else { return };
+        let row = format!("  unattended failure matrix\t-\t{text}\t-\n");
+        if let Err(e) = file
+            .lock()
+            .expect("time table lock")
+            .write_all(row.as_bytes())
+        {
+            eprintln!("testbed: cannot add to the time table: {e}");
+        }
     }
 
     fn record(&self, name: &str, elapsed: Duration, cpu: Option<Duration>, ok: bool) {

@@ -505,37 +505,9 @@ impl Pi {
         &mut self,
         mut until: impl FnMut(&Share, &str) -> bool,
     ) -> Result<Boot> {
-        let (mut early_reboots, mut faults) = (0, 0);
+        let mut early_reboots = 0;
         loop {
-            // What a boot the emulation spoilt is started with again.
-            let tryboot = self.tryboot_next;
-            let last_ending = self.last_ending;
-            let reboot_order = self.bootloader.as_ref().and_then(Bootloader::reboot_order);
-            let boot = match self
-                .boot_once(&mut until)
-                .and_then(|b| self.usb_disks_came_up(b))
-            {
-                Ok(boot) => boot,
-                Err(e) => match EmulationFault::find(&e) {
-                    Some(fault) if fault.retry() == Retry::Boot && faults < MAX_FAULT_REBOOTS => {
-                        faults += 1;
-                        eprintln!(
-                            "testbed: {}: {fault}; booting once more, as one would power-cycle \
-                             the Pi or replug the disk",
-                            self.name
-                        );
-                        self.tryboot_next = tryboot;
-                        self.last_ending = last_ending;
-                        if let (Some(order), Some(bootloader)) =
-                            (reboot_order, self.bootloader.as_mut())
-                        {
-                            bootloader.set_reboot_order(order);
-                        }
-                        continue;
-                    }
-                    _ => return Err(e),
-                },
-            };
+            let boot = self.boot_through_faults(&mut until)?;
             let rebooted = boot.record.ending.restarted();
             if !rebooted || self.share.started() {
                 return Ok(boot);
@@ -553,6 +525,78 @@ impl Pi {
                 self.name, boot.number
             );
         }
+    }
+
+    /// One boot, started again (a trial boot as a trial boot) when a fault
+    /// of the emulation spoilt it before anything of the guest ran
+    /// ([`Retry::Boot`]), up to [`MAX_FAULT_REBOOTS`] times: what the
+    /// scenarios that count boots themselves use (the unattended ones).
+    pub(crate) fn boot_through_faults(
+        &mut self,
+        until: &mut impl FnMut(&Share, &str) -> bool,
+    ) -> Result<Boot> {
+        let mut faults = 0;
+        loop {
+            // What a boot the emulation spoilt is started with again.
+            let tryboot = self.tryboot_next;
+            let last_ending = self.last_ending;
+            let reboot_order = self.bootloader.as_ref().and_then(Bootloader::reboot_order);
+            match self
+                .boot_once(until)
+                .and_then(|b| self.usb_disks_came_up(b))
+            {
+                Ok(boot) => return Ok(boot),
+                Err(e) => match EmulationFault::find(&e) {
+                    Some(fault) if fault.retry() == Retry::Boot && faults < MAX_FAULT_REBOOTS => {
+                        faults += 1;
+                        eprintln!(
+                            "testbed: {}: {fault}; booting once more, as one would power-cycle \
+                             the Pi or replug the disk",
+                            self.name
+                        );
+                        self.tryboot_next = tryboot;
+                        self.last_ending = last_ending;
+                        if let (Some(order), Some(bootloader)) =
+                            (reboot_order, self.bootloader.as_mut())
+                        {
+                            bootloader.set_reboot_order(order);
+                        }
+                    }
+                    _ => return Err(e),
+                },
+            }
+        }
+    }
+
+    /// The power comes on, the boot ROM starts recovery.bin on a staged
+    /// bootloader update, and the power goes again while it writes: nothing
+    /// is written, the staged files stay on the SD card (recovery.bin
+    /// renames itself only once done), so the next boot runs it again
+    /// (PI-FACTS, "The bootloader's config"). Like any power cut it drops
+    /// the trial flag and a pending reboot order. An error when nothing is
+    /// staged. Returns what happened, for the scenario's log.
+    pub fn power_cut_in_recovery(&mut self) -> Result<String> {
+        ensure!(
+            crate::recovery::staged(&self.disks)?,
+            "{}: no staged bootloader update (recovery.bin, pieeprom.upd) on the SD card to cut",
+            self.name
+        );
+        self.boots += 1;
+        let n = self.boots;
+        self.tryboot_next = false;
+        self.last_ending = Some(Ending::Killed);
+        if let Some(bootloader) = self.bootloader.as_mut() {
+            bootloader.clear_reboot_order();
+        }
+        let note = "recovery.bin started writing the staged update and the power was cut: nothing \
+                    written, the files stay on the SD card for the next boot"
+            .to_string();
+        fs::write(
+            self.logs.join(format!("boot-{n:02}.firmware.txt")),
+            format!("{note}\n"),
+        )?;
+        eprintln!("testbed: {} boot {n}: {note}", self.name);
+        Ok(note)
     }
 
     /// `boot`, or the fault of a raspi machine whose USB disks did not all

@@ -37,6 +37,18 @@ pub enum Recovery {
     NotApplied(String),
 }
 
+/// Whether the SD card holds an update recovery.bin would run at the next
+/// boot (recovery.bin and pieeprom.upd on its first FAT partition).
+pub fn staged(disks: &[Disk]) -> Result<bool> {
+    let Some(sd) = disks.iter().find(|d| d.bus == Bus::Sd) else {
+        return Ok(false);
+    };
+    let Some(part) = boot_partition(&sd.image)? else {
+        return Ok(false);
+    };
+    Ok(fat::exists(&sd.image, &part, RECOVERY_BIN)? && fat::exists(&sd.image, &part, UPDATE)?)
+}
+
 /// Runs a staged update from the SD card's first FAT partition into
 /// `bootloader`, with `scratch` as room for copying the image out. An
 /// update needs recovery.bin, pieeprom.upd and pieeprom.sig whose first

@@ -114,6 +114,41 @@ pub fn pi_tree() -> tempfile::TempDir {
 
 /// An image file, or the part of it from a byte offset on, on a loop
 /// device; detached on drop.
+/// The lock file the testbed holds shared while one of its disk images
+/// is on a host loop device (testbed/src/attach.rs names the same path).
+const HOST_IDS_LOCK: &str = "/run/lock/pimigrate-host-ids.lock";
+
+/// A turn at the host's ids: a test whose checks want every id on the host
+/// to name one device (a standby's `ids-unique`) takes it, and no other
+/// such test of this binary, nor a testbed image attached on the host
+/// (whose SD card carries the same signature, whose migrated root the same
+/// label), runs beside it. CI runs the testbed's shared lane beside the
+/// cargo tests.
+pub struct IdsTurn {
+    _file: nix::fcntl::Flock<std::fs::File>,
+    _test: std::sync::MutexGuard<'static, ()>,
+}
+
+static IDS_TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+impl IdsTurn {
+    pub fn take() -> IdsTurn {
+        let test = IDS_TURN.lock().unwrap_or_else(|e| e.into_inner());
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(HOST_IDS_LOCK)
+            .unwrap_or_else(|err| panic!("opening {HOST_IDS_LOCK}: {err}"));
+        let file = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+            .unwrap_or_else(|(_, err)| panic!("locking {HOST_IDS_LOCK}: {err}"));
+        IdsTurn {
+            _file: file,
+            _test: test,
+        }
+    }
+}
+
 pub struct Loop {
     pub device: String,
 }
@@ -285,4 +320,38 @@ pub fn snapshot(
         .collect();
     entries.sort();
     entries
+}
+
+/// What `program ARGS` printed on stdout; it must succeed (else its
+/// stderr in the panic message).
+pub fn tool_output<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(
+    program: &str,
+    args: &[S],
+) -> String {
+    let output = Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|err| panic!("running {program}: {err}"));
+    assert!(
+        output.status.success(),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The blocks of `path` (relative to the filesystem's root) on the
+/// unmounted ext4 on `device`, in file order, as debugfs lists them: what
+/// the tests garble to make a directory unreadable, as a dying disk does.
+pub fn ext4_blocks_of(device: &str, path: &str) -> Vec<u64> {
+    let listed = tool_output("debugfs", &["-R", &format!("blocks /{path}"), device]);
+    let blocks: Vec<u64> = listed
+        .split_whitespace()
+        .map(|b| {
+            b.parse()
+                .unwrap_or_else(|_| panic!("debugfs said {listed}"))
+        })
+        .collect();
+    assert!(!blocks.is_empty(), "debugfs found no blocks of {path}");
+    blocks
 }

@@ -2,10 +2,13 @@
 //! starts a kernel it has the modules of, a 1 GiB loop disk to be the
 //! standby, and the "SD card" whose boot partition the tree's fstab names
 //! (MBR signature 6c586e13), so the standby's fstab boot line names one
-//! attached device.
+//! attached device. [`SourceFs`] puts the tree on an ext4 of its own,
+//! for a source whose blocks a test garbles.
 
 use super::migration::MigrationRig;
-use super::LoopDisk;
+use super::{tool_output as run, LoopDisk};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The kernel version the tree's boot partition starts and has modules of.
@@ -19,13 +22,11 @@ pub struct SyncRig {
     pub _sd: LoopDisk,
     /// Two "SD cards" with one signature at once would be the very
     /// duplicate ids the checks refuse: these tests take turns.
-    pub _turn: std::sync::MutexGuard<'static, ()>,
+    pub _turn: super::IdsTurn,
 }
 
-static SD_CARD: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 pub fn setup() -> SyncRig {
-    let turn = SD_CARD.lock().unwrap_or_else(|e| e.into_inner());
+    let turn = super::IdsTurn::take();
     let rig = MigrationRig::alone(|tree| {
         let boot = tree.join("boot/firmware");
         let mut kernel = vec![0u8; 4096];
@@ -77,4 +78,111 @@ pub fn setup() -> SyncRig {
         _sd: sd,
         _turn: turn,
     }
+}
+
+/// A tree moved onto an ext4 filesystem of its own (a loop disk) mounted
+/// over the tree's own directory, so that the tree is a real filesystem
+/// whose blocks a test can garble, as a dying card garbles them (a plain
+/// directory on the host's disk cannot be). Declare it after the rig: it
+/// is unmounted on drop (by its [`LoopDisk`]), before the rig removes the
+/// directory it covers.
+pub struct SourceFs {
+    tree: PathBuf,
+    disk: LoopDisk,
+}
+
+/// Blocks of the source saved before [`SourceFs::garble`] wrote over
+/// them: (block number, bytes).
+pub struct Saved {
+    block_size: u64,
+    blocks: Vec<(u64, Vec<u8>)>,
+}
+
+impl SourceFs {
+    /// Copies `tree` (with `cp -a`) onto a new ext4 of `size` bytes and
+    /// mounts that over `tree`.
+    pub fn under(tree: &Path, size: u64) -> SourceFs {
+        let disk = LoopDisk::new(size);
+        run("mkfs.ext4", &["-q", "-F", "-E", "nodiscard", &disk.device]);
+        let staging = tempfile::tempdir_in("/var/tmp").unwrap();
+        let staged = staging.path().to_str().unwrap();
+        run("mount", &[&disk.device, staged]);
+        let copied = Command::new("cp")
+            .arg("-a")
+            .arg(format!("{}/.", tree.display()))
+            .arg(staging.path())
+            .status()
+            .unwrap();
+        run("umount", &[staged]);
+        assert!(copied.success(), "copying the tree onto its ext4");
+        let source = SourceFs {
+            tree: tree.to_path_buf(),
+            disk,
+        };
+        source.mount();
+        source
+    }
+
+    fn mount(&self) {
+        run("mount", &[&self.disk.device, self.tree.to_str().unwrap()]);
+    }
+
+    /// Unmounts the tree, runs `change` on its device, and mounts it
+    /// again: ext4 then reads the blocks from the device anew.
+    fn remounted<T>(&self, change: impl FnOnce(&str) -> T) -> T {
+        run("umount", &[self.tree.to_str().unwrap()]);
+        let result =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| change(&self.disk.device)));
+        self.mount();
+        result.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    }
+
+    /// Writes garbage over every block of `path` (from the tree's root),
+    /// and returns what they held, for [`SourceFs::restore`].
+    pub fn garble(&self, path: &str) -> Saved {
+        self.remounted(|device| {
+            let block_size = block_size(device);
+            let disk = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(device)
+                .unwrap();
+            let garbage: Vec<u8> = (0..block_size).map(|i| (i * 131 % 251) as u8).collect();
+            let blocks = super::ext4_blocks_of(device, path)
+                .into_iter()
+                .map(|block| {
+                    let mut held = vec![0u8; block_size as usize];
+                    disk.read_exact_at(&mut held, block * block_size).unwrap();
+                    disk.write_all_at(&garbage, block * block_size).unwrap();
+                    (block, held)
+                })
+                .collect();
+            disk.sync_all().unwrap();
+            Saved { block_size, blocks }
+        })
+    }
+
+    /// Writes back what [`SourceFs::garble`] wrote over.
+    pub fn restore(&self, saved: &Saved) {
+        self.remounted(|device| {
+            let disk = std::fs::OpenOptions::new()
+                .write(true)
+                .open(device)
+                .unwrap();
+            for (block, held) in &saved.blocks {
+                disk.write_all_at(held, block * saved.block_size).unwrap();
+            }
+            disk.sync_all().unwrap();
+        })
+    }
+}
+
+/// The block size of the unmounted ext4 on `device` (dumpe2fs).
+fn block_size(device: &str) -> u64 {
+    let header = run("dumpe2fs", &["-h", device]);
+    header
+        .lines()
+        .find_map(|line| line.strip_prefix("Block size:"))
+        .and_then(|size| size.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no block size in dumpe2fs's header:\n{header}"))
 }

@@ -13,12 +13,10 @@
 //!
 //! `pi5-nvme-trial`: a full move to an NVMe drive on a Pi 5 without a HAT+
 //! (PCIE_PROBE=1 flashed at once), the trial through `set_reboot_order`;
-//! its first trial with the new root broken on purpose resets (the trial
-//! command line's panic=) and the SD card boots, where `verify` says the
-//! trial did not come up and nothing was committed; mended, the second
-//! trial commits (the permanent order flashed), and a normal boot comes up
-//! on the NVMe drive with the card still in, where `rollback` flashes the
-//! EEPROM's own settings back.
+//! the trial commits (the permanent order flashed), and a normal boot comes
+//! up on the NVMe drive with the card still in, where `rollback` flashes
+//! the EEPROM's own settings back. (Trials that fail are the unattended
+//! failure matrix's, [`super::unattended`].)
 
 use super::pimigrate_bin::{self, JOURNAL_FACTS};
 use super::setup::{fact, Rig, Setup};
@@ -329,26 +327,6 @@ fn trial_files_on(image: &Path, scratch: &Path, root_partuuid: &str, present: bo
     Ok(())
 }
 
-/// Where ext4's magic number sits in a superblock.
-const EXT4_MAGIC: u64 = 0x38;
-
-/// Writes `bytes` over the ext4 magic of every superblock copy at
-/// `superblocks` (byte offsets in `image`): zeroed, neither the kernel nor
-/// e2fsck (which falls back on the backups) finds a filesystem there.
-fn write_magic(image: &Path, superblocks: &[u64], bytes: [u8; 2]) -> Result<()> {
-    use std::os::unix::fs::FileExt;
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .open(image)
-        .with_context(|| format!("opening {}", image.display()))?;
-    for at in superblocks {
-        file.write_all_at(&bytes, at + EXT4_MAGIC)
-            .with_context(|| format!("writing an ext4 magic of {}", image.display()))?;
-    }
-    file.sync_all()
-        .with_context(|| format!("flushing {}", image.display()))
-}
-
 pub fn pi5(images: &ImageSet) -> Result<()> {
     let Rig { mut pi, sd, .. } = Setup::new("pi5-nvme-trial", &images.bookworm)
         .blank("nvme", Bus::Nvme, 8 << 30, "nvme")
@@ -399,48 +377,9 @@ pub fn pi5(images: &ImageSet) -> Result<()> {
     );
     trial_files_on(&nvme, &scratch, &root_partuuid, true)?;
 
-    // Boot 2: the trial, with the new root broken on purpose (ext4's magic
-    // zeroed in every superblock copy, so fsck.repair cannot mend it): the trial kernel cannot mount it and resets (panic=10), and
-    // the boot after it is a normal one, from the SD card (boot 3), where
-    // verify says the trial did not come up and nothing was committed.
-    let superblocks = crate::inspect::ext4_superblocks(&nvme, 2)?;
-    ensure!(
-        superblocks.len() > 1,
-        "the new root has no backup superblocks: {superblocks:?}"
-    );
-    write_magic(&nvme, &superblocks, [0, 0])?;
-    pi.share().set_then(START_TRIAL)?;
-    let job = format!(
-        "{TB}\n{PROBE}{}\"$tb\" vcgencmd bootloader_config > \"$TESTBED/out/bootconf.txt\"\n\
-         echo \"committed=$(jq -r .committed /var/lib/pimigrate/migration.json)\"\n",
-        verify("")
-    );
-    let boot = pi.run(&job, After::Then)?;
-    booted(&boot, "sd", "config.txt")?;
-    failed_trial_before(&pi, boot.number)?;
-    let f = facts(&boot.job_ok()?.stdout);
-    expect_fact(&f, "root", "/dev/mmcblk0p2")?;
-    expect_fact(&f, "verify_status", "5")?;
-    expect_fact(&f, "committed", "null")?;
-    let v = verify_json(&pi)?;
-    let trial = v["checks"]
-        .as_array()
-        .and_then(|c| c.iter().find(|c| c["code"] == "trial-boot"))
-        .context("no trial-boot check")?;
-    ensure!(
-        trial["pass"] == false && trial["message"].to_string().contains("did not come up"),
-        "verify after the failed trial: {v:#}"
-    );
-    let bootconf = std::fs::read_to_string(pi.share().dir.join("out/bootconf.txt"))?;
-    ensure!(
-        bootconf.contains("BOOT_ORDER=0xf461"),
-        "the failed trial committed a boot order: {bootconf}"
-    );
-    ensure!(boot.record.ending == Ending::TrybootReboot);
-
-    // Boot 4: mended, the trial comes up on the NVMe drive (PCIE_PROBE,
-    // the one-shot order); verify --commit flashes the permanent order.
-    write_magic(&nvme, &superblocks, [0x53, 0xef])?;
+    // Boot 2: the trial comes up on the NVMe drive (PCIE_PROBE, the
+    // one-shot order); verify --commit flashes the permanent order. (A
+    // trial that fails is the unattended matrix's: `super::unattended`.)
     let job = format!("{TB}\n{PROBE}{}", verify("--commit"));
     let boot = pi.run(&job, After::Reboot)?;
     booted(&boot, "nvme", "tryboot.txt")?;
@@ -459,7 +398,7 @@ pub fn pi5(images: &ImageSet) -> Result<()> {
     );
     trial_files_on(&nvme, &scratch, &root_partuuid, false)?;
 
-    // Boot 5: a normal boot starts the NVMe drive with the SD card in;
+    // Boot 3: a normal boot starts the NVMe drive with the SD card in;
     // then rollback flashes the settings the migration changed back (read
     // back from the EEPROM, not from the config this boot started with).
     let job = format!(
@@ -490,28 +429,6 @@ pub fn pi5(images: &ImageSet) -> Result<()> {
         UPDATE_FILES.iter().all(|f| !nvme_files.contains_key(*f)),
         "bootloader update files on the NVMe drive: {:?}",
         nvme_files.keys()
-    );
-    Ok(())
-}
-
-/// The boot before `number` was the trial on the NVMe drive, and it ended
-/// in a reset after the initramfs gave up on the broken root.
-fn failed_trial_before(pi: &Pi, number: u32) -> Result<()> {
-    let trial = number - 1;
-    let firmware = std::fs::read_to_string(pi.logs.join(format!("boot-{trial:02}.firmware.txt")))?;
-    ensure!(
-        firmware.contains("disk: nvme") && firmware.contains("config: tryboot.txt"),
-        "boot {trial} was not the NVMe drive's trial: {firmware}"
-    );
-    let console = std::fs::read_to_string(pi.logs.join(format!("boot-{trial:02}.serial.log")))?;
-    ensure!(
-        [
-            "Rebooting automatically due to panic",
-            "Kernel panic - not syncing"
-        ]
-        .iter()
-        .any(|words| console.contains(words)),
-        "the failed trial (boot {trial}) did not end in a panic= reset; see its console"
     );
     Ok(())
 }

@@ -25,7 +25,7 @@ mod recommend;
 mod reference_migration;
 mod setup;
 mod sync_standby;
-mod trial_fails;
+mod unattended;
 mod unplug_mid_copy;
 mod usb_boot;
 mod wizard_pty;
@@ -67,6 +67,20 @@ pub fn all() -> Vec<Scenario> {
             arm: true,
         },
         Scenario {
+            name: "unattended-root-only",
+            about: "failures with nobody at the Pi, root-only move (--trial always --auto-commit) on one set of disks: the terminal hung up mid-copy (the migration finishes), then trials with the new root's init broken, its modules missing, a failing fstab line, a clone of the new drive plugged in, a power cut, the new drive gone; after each the harness only waits until the SD card's system runs again, which says what happened (status, the trial's record); rollback leaves the SD card as before",
+            run: unattended::root_only,
+            alone: false,
+            arm: false,
+        },
+        Scenario {
+            name: "unattended-full",
+            about: "failures with nobody at the Pi, full move on a Pi 4 (--trial device --auto-commit): a bootloader too old for the trial refused at plan time, its update's write cut short (recovery.bin writes it at the next boot), then trials with the new drive's boot partition broken and the new drive gone; after each the harness only waits until the SD card's system runs again and says what happened",
+            run: unattended::full,
+            alone: false,
+            arm: false,
+        },
+        Scenario {
             name: "power-cut-migrate",
             about: "power cuts at every phase of a root-only move to a USB SSD, on one set of disks: the partition table, mkfs, two random moments and a named file of the copy, after the copy, cmdline.txt's backup, its swap (temporary file, rename), the swap flushed; each boot comes up on the SD root and migrate --resume carries on, the last on the SSD, where it completes the journal; fsck finds nothing, the copy is faithful (rsync -naHAXc); verify, rollback, the SD boots with its cmdline.txt as before",
             run: power_cut::migrate,
@@ -89,7 +103,7 @@ pub fn all() -> Vec<Scenario> {
         },
         Scenario {
             name: "pi5-nvme-trial",
-            about: "a Pi 5 without a HAT+: migrate --layout full --boot-order apply to NVMe flashes PCIE_PROBE=1, the trial through set_reboot_order; with the new root broken on purpose the trial resets (panic=10) and the SD card boots, verify says it did not come up, nothing committed; mended, the trial commits BOOT_ORDER=0xf416 and a normal boot comes up on NVMe with the card in, where rollback flashes the EEPROM's own settings back (read back from the flash), no update file ever on the NVMe drive",
+            about: "a Pi 5 without a HAT+: migrate --layout full --boot-order apply to NVMe flashes PCIE_PROBE=1, the trial through set_reboot_order commits BOOT_ORDER=0xf416 and a normal boot comes up on NVMe with the card in, where rollback flashes the EEPROM's own settings back (read back from the flash), no update file ever on the NVMe drive",
             run: full_move::pi5,
             alone: false,
             arm: false,
@@ -105,13 +119,6 @@ pub fn all() -> Vec<Scenario> {
             name: "ansible",
             about: "examples/ansible/pimigrate.yml over SSH, twice: migrates to the USB SSD, trial-boots, commits; then changed=0",
             run: ansible::run,
-            alone: false,
-            arm: false,
-        },
-        Scenario {
-            name: "trial-fails",
-            about: "pimigrate migrate --trial always to a USB SSD, SSD gone for the trial boot: a power cycle boots the SD as before; verify says how to roll back, rollback removes the trial files",
-            run: trial_fails::run,
             alone: false,
             arm: false,
         },

@@ -9,14 +9,17 @@
 //! oldest glibc it must start on.
 
 use super::pimigrate_bin::{self, IDS_UNIQUE};
-use super::setup::{fact, migrate, Rig, Setup};
+use super::setup::{fact, Rig, Setup};
+use super::unattended::{
+    hands_off_in_trial, Chain, FSTAB, FSTAB_UNIT, MOUNT_NEW_ROOT, UNMOUNT_NEW_ROOT, WHAT_IT_SAYS,
+};
 use super::{expect_fact, facts, PROBE, UNTIMED_SD};
 use crate::card_channel;
 use crate::image::{ArmImage, ImageSet};
 use crate::mbr::Partition;
 use crate::power::{CutAt, PowerCuts, Root};
 use crate::qemu::Board;
-use crate::{fat, After, Boot, Bus, Pi};
+use crate::{fat, After, Boot, Bus, Ending, Pi};
 use anyhow::{ensure, Context, Result};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -41,6 +44,18 @@ fn raspi(name: &str, board: Board) -> Result<Rig> {
 /// The model string of QEMU's raspi4b's device tree (upstream Linux's
 /// bcm2711-rpi-4-b.dts).
 const PI4_MODEL: &str = "Raspberry Pi 4 Model B";
+/// What the trial says on its console once it committed itself.
+const COMMITTED: &str = "came up and was committed";
+
+/// A job snippet for a trial boot: once the trial's check has run, power
+/// off (from a transient unit: the agent's own processes end with it).
+const POWER_OFF_ONCE_CHECKED: &str = r#"
+systemd-run --no-block --unit tb-power-off-after-check bash -c '
+    unit=pimigrate-trial-check.service
+    until [ "$(systemctl show -p ExecMainExitTimestampMonotonic --value $unit)" != 0 ]; do sleep 2; done
+    sleep 2
+    systemctl poweroff'
+"#;
 
 /// The kernel named the machine `model` from its device tree.
 fn model_logged(boot: &Boot, model: &str) -> Result<()> {
@@ -304,22 +319,39 @@ echo "dt_tryboot=$(dt_cell /proc/device-tree/chosen/bootloader/tryboot)"
 echo "dt_boot_mode=$(dt_cell /proc/device-tree/chosen/bootloader/boot-mode)"
 "#;
 
-/// `pi4-trial`: on a Pi 4 (QEMU 10's raspi4b) `migrate --trial always`
-/// moves the root to the USB disk and reboots with "0 tryboot"; the
-/// firmware stand-in boots tryboot.txt and sets `/chosen/bootloader/tryboot`
-/// in the device tree as the real firmware does; `verify --commit` reads
-/// it from /proc/device-tree, with no stand-in of its own; the next,
-/// normal boot reads config.txt and comes up on the USB root.
+/// `pi4-trial`: on a Pi 4 (QEMU 10's raspi4b) `migrate --trial always
+/// --auto-commit` moves the root to the USB disk and reboots with "0
+/// tryboot"; the firmware stand-in boots tryboot.txt and sets
+/// `/chosen/bootloader/tryboot` in the device tree as the real firmware
+/// does. The unattended matrix's ARM case
+/// ([`super::unattended`]): the first trial meets an fstab line that
+/// fails; its systemd goes to emergency mode, which in the trial records
+/// why (on the SD card's root too) and reboots; the harness only waits
+/// until the SD card's system runs again, which says what happened and
+/// mends it. The second trial comes up, the flag read from
+/// /proc/device-tree with no stand-in of pimigrate's own, and checks and
+/// commits itself: cmdline.txt then names the USB root, and both roots
+/// hold the trial's record.
 pub fn pi4_trial(_: &ImageSet) -> Result<()> {
-    let Rig {
-        mut pi,
-        sd,
-        sd_boot,
-    } = raspi("pi4-trial", Board::Raspi4b)?;
+    let Rig { pi, sd, sd_boot } = raspi("pi4-trial", Board::Raspi4b)?;
     let pristine = fat::read(&sd, &sd_boot, "cmdline.txt")?.context("no cmdline.txt")?;
+    let usb = pi.disk("usb")?.image.clone();
+    let mut chain = Chain::new(pi, "pi4-trial");
+    chain.in_trial = format!(
+        "{MODEL_PROBE}{TRYBOOT_PROBE}{}",
+        super::pimigrate_bin::ROOT_PARTUUID
+    );
 
-    // Boot 1, SD root: migrate with a trial; the agent reboots into it.
-    let f = migrate(&mut pi, USB_SERIAL, "--trial always", After::Tryboot)?;
+    // Boot 1, SD root: migrate with a trial that commits itself; an fstab
+    // line on the new root that fails; the agent reboots into the trial.
+    chain.pi.boot_limit = std::time::Duration::from_secs(20 * 60);
+    let job = format!(
+        "{}{MOUNT_NEW_ROOT}{}\n{UNMOUNT_NEW_ROOT}",
+        super::setup::migrate_job(USB_SERIAL, "--trial always --auto-commit"),
+        FSTAB.make
+    );
+    let boot = chain.pi.run(&job, After::Tryboot)?;
+    let f = facts(&boot.job_ok()?.stdout);
     let root_partuuid = fact(&f, "plan_root_partuuid")?;
     let usb_root = format!("{}1", fact(&f, "target")?);
     ensure!(
@@ -331,48 +363,82 @@ pub fn pi4_trial(_: &ImageSet) -> Result<()> {
         "no tryboot.txt on the SD card after a trial migration"
     );
 
-    // Boot 2: the trial, on the USB root, the flag in the device tree.
-    let trial_job = format!(
-        "{PROBE}{MODEL_PROBE}{TRYBOOT_PROBE}{}pimigrate verify --commit --no-bench\n",
-        super::pimigrate_bin::ROOT_PARTUUID
-    );
-    let trial = pi.run(&trial_job, After::Reboot)?;
-    model_logged(&trial, PI4_MODEL)?;
+    // Boots 2 and 3: the trial stops in emergency mode and reboots by
+    // itself; the SD card's system says so and mends the line.
+    let back = chain.failed_trial(
+        "an fstab line that fails, in a Pi 4 trial (its real tryboot flag)",
+        &[
+            "stopped in emergency mode",
+            &format!("Machine model: {PI4_MODEL}"),
+        ],
+        None,
+        &format!(
+            "{WHAT_IT_SAYS}{MOUNT_NEW_ROOT}{}\n{UNMOUNT_NEW_ROOT}",
+            FSTAB.mend
+        ),
+        After::Tryboot,
+    )?;
+    let trial = &back.boots[0];
     ensure!(
         trial.spec.tryboot && trial.spec.config_file == "tryboot.txt",
         "the boot after \"0 tryboot\" was not a trial boot: {:?}",
         trial.spec
     );
+    expect_fact(&back.facts, "stage", "trial-failed")?;
+    expect_fact(&back.facts, "record", "emergency")?;
+    let reason = fact(&back.facts, "record_reason")?;
+    ensure!(reason.contains(FSTAB_UNIT), "the record: {reason}");
+
+    // Boot 4: the trial comes up; the job reads the flag, then the trial
+    // checks itself and commits. A unit the job starts (outside the
+    // agent's, which ends first) powers the Pi off cleanly once the check
+    // has run, so the disks hold the records with ext4's journal applied.
+    let then_power_off = format!("{}{POWER_OFF_ONCE_CHECKED}", chain.in_trial);
+    chain
+        .pi
+        .share()
+        .set_job(&hands_off_in_trial(&then_power_off), After::Stay)?;
+    let trial = chain.pi.boot_through_faults(&mut |_, _| false)?;
+    model_logged(&trial, PI4_MODEL)?;
+    ensure!(
+        trial.spec.tryboot && trial.spec.config_file == "tryboot.txt",
+        "the second trial: {:?}",
+        trial.spec
+    );
+    ensure!(
+        trial.record.console().contains(COMMITTED) && trial.record.ending == Ending::PowerOff,
+        "the trial did not commit itself, then power off ({:?}); see {}",
+        trial.record.ending,
+        trial.record.serial_log.display()
+    );
     let out = trial.job_ok()?;
     let f = facts(&out.stdout);
+    expect_fact(&f, "in_trial", "1")?;
     expect_fact(&f, "dt_model", PI4_MODEL)?;
     expect_fact(&f, "dt_tryboot", "0 0 0 1")?;
     // The firmware came from the SD card (boot mode 1), the root is USB.
     expect_fact(&f, "dt_boot_mode", "0 0 0 1")?;
     expect_fact(&f, "root", &usb_root).with_context(|| out.stdout.clone())?;
     expect_fact(&f, "root_partuuid", &root_partuuid)?;
-
-    // Boot 3: a normal boot after the commit, on the USB root.
-    let normal = pi.run(
-        &format!("{PROBE}{TRYBOOT_PROBE}pimigrate verify --no-bench\n"),
-        After::PowerOff,
-    )?;
-    ensure!(
-        !normal.spec.tryboot && normal.spec.config_file == "config.txt",
-        "the boot after the commit: {:?}",
-        normal.spec
-    );
-    let f = facts(&normal.job_ok()?.stdout);
-    expect_fact(&f, "root", &usb_root)?;
-    expect_fact(&f, "dt_tryboot", "0 0 0 0")?;
     let cmdline = fat::read(&sd, &sd_boot, "cmdline.txt")?.context("no cmdline.txt")?;
     ensure!(
-        cmdline.contains(&format!("root=PARTUUID={root_partuuid} ")),
-        "the committed cmdline.txt does not name {root_partuuid}: {cmdline:?}"
+        cmdline.contains(&format!("root=PARTUUID={root_partuuid} "))
+            && !cmdline.contains("pimigrate.trial"),
+        "the committed cmdline.txt: {cmdline:?}"
     );
     ensure!(
         !fat::exists(&sd, &sd_boot, "tryboot.txt")?,
         "tryboot.txt is still on the SD card after the commit"
     );
+    // The trial's record, on the new root and on the SD card's.
+    for (image, number, whose) in [(&usb, 1, "the USB root"), (&sd, 2, "the SD card's root")] {
+        let record =
+            crate::inspect::ext4_read(image, number, "/var/lib/pimigrate/trial-outcome.json")
+                .with_context(|| format!("no trial record on {whose}"))?;
+        ensure!(
+            record.contains("\"outcome\": \"committed\""),
+            "the trial record on {whose}: {record}"
+        );
+    }
     Ok(())
 }

@@ -1,15 +1,15 @@
 //! What the scenarios set up alike: a Pi with a copy of an SD image and the
 //! blank disks a scenario names, pimigrate on the job's PATH, and where the
-//! card's boot partition is ([`Setup`]); the boot that migrates to a disk
-//! found by serial ([`migrate`], its job [`migrate_job`]); and one fact of
-//! a job's output that must be there ([`fact`]).
+//! card's boot partition is ([`Setup`]); the job that migrates to a disk
+//! found by serial ([`migrate_job`]); and one fact of a job's output that
+//! must be there ([`fact`]).
 
 use super::pimigrate_bin::{self, JOURNAL_FACTS};
 use crate::disks::IoEngine;
 use crate::mbr::{self, Partition};
 use crate::qemu::Board;
-use crate::{fat, After, Bus, Ending, Pi};
-use anyhow::{ensure, Context, Result};
+use crate::{fat, Bus, Pi};
+use anyhow::{Context, Result};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -172,34 +172,6 @@ pub fn migrate_job(serial: &str, args: &str) -> String {
         "{}\npimigrate migrate --target \"$target\" --yes {args}\n{JOURNAL_FACTS}",
         pimigrate_bin::find_disk(serial)
     )
-}
-
-/// Boots `pi` with [`migrate_job`] and ends the boot with `after`, which
-/// the guest must have done (a migration that failed, or a guest that died,
-/// ends otherwise); returns the job's facts ([`super::facts`]).
-pub fn migrate(
-    pi: &mut Pi,
-    serial: &str,
-    args: &str,
-    after: After,
-) -> Result<BTreeMap<String, String>> {
-    let boot = pi.run(&migrate_job(serial, args), after)?;
-    let facts = super::facts(&boot.job_ok()?.stdout);
-    let ended = match after {
-        After::PowerOff => Ending::PowerOff,
-        After::Reboot => Ending::Reboot,
-        After::Tryboot => Ending::TrybootReboot,
-        After::Stay => Ending::Killed,
-        // What job/then.sh does is the scenario's to check.
-        After::Then => return Ok(facts),
-    };
-    ensure!(
-        boot.record.ending == ended,
-        "{}: the guest ended {:?} after migrating, not {ended:?}",
-        pi.name,
-        boot.record.ending
-    );
-    Ok(facts)
 }
 
 /// The fact `key` of a job's output ([`super::facts`]), which must be there.

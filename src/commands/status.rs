@@ -1,0 +1,21 @@
+//! `pimigrate status`: where a migration stands and how it ended, for a
+//! person who was not watching (see [`crate::status`]); `--login` for the
+//! login message, which says nothing unless there is news.
+
+use super::print_json;
+use crate::cli::{Cli, StatusArgs};
+use crate::exit::EXIT_OK;
+use crate::host::Host;
+use anyhow::Result;
+
+pub fn run(cli: &Cli, args: &StatusArgs, host: &Host) -> Result<u8> {
+    let status = crate::status::assess(&crate::status::gather(host));
+    if cli.json {
+        print_json(&status)?;
+    } else if args.login {
+        crate::signals::print(&crate::status::login_text(&status));
+    } else {
+        crate::signals::print(&crate::status::text(&status));
+    }
+    Ok(EXIT_OK)
+}
