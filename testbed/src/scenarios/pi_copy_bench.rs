@@ -133,9 +133,11 @@ runs={runs}
 tools=({order})
 profile="{profile}"
 out=$TESTBED/out/bench
-mkdir -p "$out" /run/bench/src /run/bench/dst
-# pimigrate from a tmpfs: from the share, every drop of the caches would
-# have it read again through 9p.
+mkdir -p "$out" /run/bench
+# pimigrate from a tmpfs of its own (the guest's /run is noexec): from the
+# share, every drop of the caches would have it read again through 9p.
+mount -t tmpfs -o size=128m,mode=0755 pi-copy-bench /run/bench
+mkdir -p /run/bench/src /run/bench/dst
 cp "$TESTBED/bin/pimigrate" /run/bench/pimigrate
 pm=/run/bench/pimigrate
 echo "pimigrate_version=$("$pm" --version)"
@@ -170,6 +172,7 @@ drop_caches() {{ sync; echo 3 > /proc/sys/vm/drop_caches; }}
 # Inodes and bytes in use on the copy (the SSD's ext4).
 used() {{
     local part
+    udevadm settle
     part=$(lsblk -lnpo NAME,FSTYPE "$ssd" | awk '$2 == "ext4" {{ print $1; exit }}')
     mount -o ro "$part" /run/bench/dst
     df --output=iused,used -B1 /run/bench/dst | tail -1
