@@ -2,7 +2,8 @@
 //!
 //!   pi-testbed list              scenario names and what they check
 //!   pi-testbed image             build or find the cached image, print its folder
-//!   pi-testbed run [NAME...]     run scenarios (default: all), print a summary
+//!   pi-testbed run [NAME...]     run scenarios (default: all), print a summary;
+//!                                a benchmark (`list` marks them) runs only by name
 //!   pi-testbed run --lane shared the scenarios that time nothing (several at once)
 //!   pi-testbed run --lane alone  the speed scenarios, one at a time
 //!   pi-testbed needs-arm ARGS... whether `run ARGS...` runs an ARM lane scenario (yes/no)
@@ -35,6 +36,9 @@ fn dispatch(args: &[String]) -> Result<i32> {
         Some("list") => {
             for s in scenarios::all() {
                 println!("{:<22} {}", s.name, s.about);
+            }
+            for s in scenarios::benchmarks() {
+                println!("{:<22} (not in the suite: by name only) {}", s.name, s.about);
             }
             Ok(0)
         }
@@ -92,6 +96,8 @@ fn chosen(args: &[String]) -> Result<Vec<Scenario>> {
     if names.is_empty() {
         return Ok(all);
     }
+    // Benchmarks only when named.
+    all.extend(scenarios::benchmarks());
     for n in names {
         if !all.iter().any(|s| s.name == n) {
             bail!("no scenario {n:?}; `pi-testbed list` shows them");

@@ -16,8 +16,10 @@ mod disk_speed;
 mod fleet;
 mod full_move;
 mod migrate_trial;
+mod pi_copy_bench;
 mod pimigrate_bin;
 mod power_cut;
+mod profilers;
 mod raspi;
 mod recommend;
 mod reference_migration;
@@ -143,7 +145,7 @@ pub fn all() -> Vec<Scenario> {
         },
         Scenario {
             name: "sync-standby",
-            about: r#"`pimigrate sync` ([sync.md](../sync.md)) on the SD card (`sd-unthrottled`), a blank USB SSD and a blank NVMe drive. Boot 1 on the SD card: its sequential read measured (`dd iflag=direct`, 256 MiB of partition 2), `migrate --layout full --table mbr` to the SSD, then, caches dropped, `sync --to <nvme> --fresh --layout root-only` (a full sync): both copies' throughput (the migrate copy's first pass from its log's step times and the plan's bytes; the sync's from its JSON) against that read is printed and added to the time table as two rows (`PI_TESTBED_TIMES`; the goal is 0.8), the migrate copy's with where the guest's two CPUs spent it (busy, waiting on I/O, idle: `/proc/stat` sampled every second during `migrate`, taken between the samples nearest the copy's start and end). Boot 2, NVMe detached, `BOOT_ORDER=0xf14` so the SSD boots with the card still in: a file appended to, one added, one deleted, a hard link, an xattr, a mode alone changed on the running root; `pimigrate sync --yes` finds the card by the journal (layout `full`), says it would boot; 60 new files, a sync killed at its 20th (`PIMIGRATE_FAILPOINT=copy-file@20`, exit 137) leaves `devices --json`'s `standby.state` `syncing` and `devices` saying incomplete; the next sync completes it and `devices` says `standby on /dev/mmcblk0: synced ..., bootable`; from the host (mtools) the card's `cmdline.txt` names its own `PARTUUID=6c586e13-02` and it has no `tryboot.txt`, `pieeprom.upd` or `cmdline.pimigrate.txt`. Boot 3, the SSD gone: the firmware boots the card, root `mmcblk0p2` with PARTUUID `6c586e13-02`, `/boot/firmware` `mmcblk0p1`, every change is there (contents, the hard link's shared inode, the xattr, mode 600, the deletion, the 60 files), and `devices` says it runs from its standby copy"#,
+            about: r#"`pimigrate sync` ([sync.md](../sync.md)) on the SD card (`sd-unthrottled`), a blank USB SSD and a blank NVMe drive. Boot 1 on the SD card: `migrate --layout full --table mbr` to the SSD exits 0, then `sync --to <nvme> --fresh --layout root-only` (a full sync) exits 0 and says the copy would boot (how fast those copies are is the benchmark `pi-copy-bench`'s to measure, [benchmarks](README.md#benchmarks)). Boot 2, NVMe detached, `BOOT_ORDER=0xf14` so the SSD boots with the card still in: a file appended to, one added, one deleted, a hard link, an xattr, a mode alone changed on the running root; `pimigrate sync --yes` finds the card by the journal (layout `full`), says it would boot; 60 new files, a sync killed at its 20th (`PIMIGRATE_FAILPOINT=copy-file@20`, exit 137) leaves `devices --json`'s `standby.state` `syncing` and `devices` saying incomplete; the next sync completes it and `devices` says `standby on /dev/mmcblk0: synced ..., bootable`; from the host (mtools) the card's `cmdline.txt` names its own `PARTUUID=6c586e13-02` and it has no `tryboot.txt`, `pieeprom.upd` or `cmdline.pimigrate.txt`. Boot 3, the SSD gone: the firmware boots the card, root `mmcblk0p2` with PARTUUID `6c586e13-02`, `/boot/firmware` `mmcblk0p1`, every change is there (contents, the hard link's shared inode, the xattr, mode 600, the deletion, the 60 files), and `devices` says it runs from its standby copy"#,
             run: sync_standby::run,
             alone: false,
             arm: false,
@@ -222,6 +224,19 @@ pub fn with_table(doc: &str, table: &str) -> Option<String> {
     let begin = doc.find(TABLE_BEGIN)? + TABLE_BEGIN.len();
     let end = begin + doc[begin..].find(TABLE_END)?;
     Some(format!("{}{table}{}", &doc[..begin], &doc[end..]))
+}
+
+/// Benchmarks: run by name only (`scripts/bench-pi-copy.sh`), never by
+/// `run` without names, a lane, or `scripts/test.sh`. They measure and
+/// print; they fail only when something broke, never on a figure.
+pub fn benchmarks() -> Vec<Scenario> {
+    vec![Scenario {
+        name: pi_copy_bench::NAME,
+        about: "benchmark: pimigrate migrate's copy and a full sync against rsync -aHAXx of the same root onto the same blank USB SSD, one boot, caches dropped, medians (PI_TESTBED_BENCH_RUNS, default 3; PI_TESTBED_BENCH_PROFILE=strace|perf adds a profiled run of each)",
+        run: pi_copy_bench::run,
+        alone: true,
+        arm: false,
+    }]
 }
 
 /// The SD card of scenarios that time nothing: QEMU's card with no

@@ -5,8 +5,10 @@ use crate::pi::target_dir;
 use crate::Pi;
 use anyhow::{ensure, Context, Result};
 
-/// Puts pimigrate on the job's PATH: `target/release/pimigrate` for the
-/// x86 guest, and for a raspi machine the arm64 build that
+/// Puts pimigrate on the job's PATH: for the x86 guest the binary
+/// `PI_TESTBED_PIMIGRATE` names (a build of another worktree, which
+/// `scripts/bench-pi-copy.sh --worktree` measures) or else
+/// `target/release/pimigrate`, and for a raspi machine the arm64 build that
 /// `PI_TESTBED_ARM64_PIMIGRATE` names (run.sh builds it with
 /// `scripts/build-deb.sh --arch arm64 --binary-only` and sets it).
 pub fn place(pi: &Pi) -> Result<()> {
@@ -24,7 +26,10 @@ pub fn place(pi: &Pi) -> Result<()> {
         pi.share().place_binary(&bin, "pimigrate")?;
         return Ok(());
     }
-    let bin = target_dir().join("release/pimigrate");
+    let bin = match std::env::var_os("PI_TESTBED_PIMIGRATE") {
+        Some(bin) => std::path::PathBuf::from(bin),
+        None => target_dir().join("release/pimigrate"),
+    };
     ensure!(
         bin.is_file(),
         "{} is missing: run `cargo build --release -p pimigrate` (testbed/run.sh does)",

@@ -2,11 +2,10 @@
 //! the standby, kept in sync from the SSD, and it boots, with the changes
 //! and its own ids, when the SSD is gone. Three boots:
 //!
-//! 1. On the SD card: the card's sequential read (dd, O_DIRECT) measured,
-//!    `migrate --layout full --table mbr` to the USB SSD, then, caches
-//!    dropped, a full sync of the same root to a blank NVMe drive (`sync
-//!    --to --fresh`): both copies' throughput against that read, printed
-//!    and put into the time table (`PI_TESTBED_TIMES`).
+//! 1. On the SD card: `migrate --layout full --table mbr` to the USB SSD,
+//!    then a full sync of the same root to a blank NVMe drive (`sync --to
+//!    --fresh`). (How fast those copies are is `scripts/bench-pi-copy.sh`'s
+//!    to measure, against rsync, not this test's.)
 //! 2. On the SSD (BOOT_ORDER USB first, the SD card still in): files
 //!    changed, added, deleted, hard-linked, given an xattr, a mode changed
 //!    alone; `pimigrate sync --yes` finds the SD card by the journal,
@@ -23,13 +22,9 @@ use super::setup::{fact, Rig, Setup};
 use super::{expect_fact, facts, PROBE};
 use crate::{fat, After, Bus, ImageSet};
 use anyhow::{ensure, Context, Result};
-use std::collections::BTreeMap;
 
 /// The SD card's own root PARTUUID (the bookworm image's disk signature).
 const SD_ROOT: &str = "6c586e13-02";
-
-/// Bytes dd reads from the card to measure its sequential read.
-const READ_BYTES: u64 = 256 << 20;
 
 pub fn run(images: &ImageSet) -> Result<()> {
     let Rig {
@@ -42,8 +37,7 @@ pub fn run(images: &ImageSet) -> Result<()> {
         .blank("nvme", Bus::Nvme, 8 << 30, "nvme")
         .build()?;
 
-    let first = migrate_and_measure(&mut pi)?;
-    record_throughput(&first)?;
+    migrate_and_sync_fresh(&mut pi)?;
 
     pi.detach("nvme")?;
     pi.bootloader_mut()?.set_config("[all]\nBOOT_ORDER=0xf14\n");
@@ -65,53 +59,21 @@ pub fn run(images: &ImageSet) -> Result<()> {
     boot_the_standby(&mut pi)
 }
 
-/// Boot 1: the card's read speed, the migration, a full sync.
-fn migrate_and_measure(pi: &mut crate::Pi) -> Result<BTreeMap<String, String>> {
+/// Boot 1: the migration, a full sync.
+fn migrate_and_sync_fresh(pi: &mut crate::Pi) -> Result<()> {
     let job = format!(
         r#"{PROBE}{ssd}
 ssd=$target
 {nvme}
 nvme=$target
-# The card's sequential read in this boot, before anything cached it.
-echo "sd_read_seconds=$(dd if=/dev/mmcblk0p2 of=/dev/null bs=4M count={blocks} iflag=direct 2>&1 |
-    awk '/copied/ {{ for (i = 1; i <= NF; i++) if ($i == "s,") print $(i - 1) }}')"
-# Where the guest's two CPUs spend the copy (is it bound by the
-# emulated CPU or by the disks?): /proc/stat's first line every
-# second, with the uptime it was read at.
-(while :; do echo "$(cut -d' ' -f1 /proc/uptime) $(head -1 /proc/stat)"; sleep 1; done) > /run/cpu-samples &
-sampler=$!
-started=$(cut -d' ' -f1 /proc/uptime)
 pimigrate migrate --target "$ssd" --yes --layout full --table mbr > "$TESTBED/out/migrate.txt" 2>&1 && st=0 || st=$?
-kill "$sampler"
 echo "migrate_status=$st"
-log=$(ls -t /var/log/pimigrate/migrate-*.log | head -1)
-# The first pass: from its step line to the second pass's, in the log's
-# elapsed seconds.
-window=$(awk '
-    {{ for (i = 1; i <= NF; i++) if ($i ~ /^[0-9.]+s$/) {{ t = $i + 0; break }} }}
-    /copying the root filesystem/ {{ a = t }} /second pass/ {{ b = t }}
-    END {{ print a, b }}' "$log")
-echo "migrate_copy_seconds=$(echo "$window" | awk '{{ print $2 - $1 }}')"
-# The samples nearest the copy's start and end: the share of the CPUs'
-# time that was busy (user, system, interrupts), waiting on I/O, idle.
-echo "migrate_copy_cpu=$(awk -v from="$(echo "$window" | awk -v s="$started" '{{ print s + $1 }}')" \
-    -v to="$(echo "$window" | awk -v s="$started" '{{ print s + $2 }}')" '
-    $1 <= from {{ for (i = 3; i <= 10; i++) a[i] = $i }}
-    $1 <= to {{ for (i = 3; i <= 10; i++) b[i] = $i }}
-    END {{ for (i = 3; i <= 10; i++) d[i] = b[i] - a[i]
-        busy = d[3] + d[4] + d[5] + d[8] + d[9] + d[10]; total = busy + d[6] + d[7]
-        if (total > 0) printf "busy %d%%, waiting on I/O %d%%, idle %d%%", 100 * busy / total, 100 * d[7] / total, 100 * d[6] / total }}' /run/cpu-samples)"
-echo "migrate_copy_bytes=$(jq .plan.copy.space.used_bytes /var/lib/pimigrate/migration.json)"
-sync; echo 3 > /proc/sys/vm/drop_caches
 pimigrate --json sync --to "$nvme" --fresh --yes --layout root-only > "$TESTBED/out/sync-full.json" 2> "$TESTBED/out/sync-full.err" && st=0 || st=$?
 echo "full_sync_status=$st"
-echo "full_sync_bytes=$(jq .outcome.copy.bytes "$TESTBED/out/sync-full.json")"
-echo "full_sync_seconds=$(jq .outcome.copy.seconds "$TESTBED/out/sync-full.json")"
 echo "full_sync_bootable=$(jq .bootable "$TESTBED/out/sync-full.json")"
 "#,
         ssd = pimigrate_bin::find_disk("TB-SSD"),
         nvme = pimigrate_bin::find_disk("TB-NVME"),
-        blocks = READ_BYTES >> 22,
     );
     let boot = pi.run(&job, After::PowerOff)?;
     let out = boot.job_ok()?;
@@ -120,55 +82,6 @@ echo "full_sync_bootable=$(jq .bootable "$TESTBED/out/sync-full.json")"
     expect_fact(&f, "migrate_status", "0").with_context(|| out.stdout.clone())?;
     expect_fact(&f, "full_sync_status", "0").with_context(|| out.stdout.clone())?;
     expect_fact(&f, "full_sync_bootable", "true")?;
-    Ok(f)
-}
-
-/// A number the job printed.
-fn number(f: &BTreeMap<String, String>, key: &str) -> Result<f64> {
-    let text = fact(f, key)?;
-    let value: f64 = text
-        .parse()
-        .with_context(|| format!("{key}={text} is not a number"))?;
-    ensure!(value > 0.0, "{key}={text}: nothing was measured");
-    Ok(value)
-}
-
-/// The migrate copy's and the full sync's throughput against the card's
-/// sequential read of the same boot: printed, and rows of the time table.
-fn record_throughput(f: &BTreeMap<String, String>) -> Result<()> {
-    let read = READ_BYTES as f64 / number(f, "sd_read_seconds")? / 1e6;
-    let migrate = number(f, "migrate_copy_bytes")? / number(f, "migrate_copy_seconds")? / 1e6;
-    let full = number(f, "full_sync_bytes")? / number(f, "full_sync_seconds")? / 1e6;
-    // Where the guest's CPUs spent migrate's copy, when it was measured.
-    let cpu = f
-        .get("migrate_copy_cpu")
-        .filter(|split| !split.is_empty())
-        .map(|split| format!("; the guest's CPUs: {split}"))
-        .unwrap_or_default();
-    let rows = [
-        ("migrate's copy", migrate, cpu),
-        ("a full sync's copy", full, String::new()),
-    ];
-    let mut table = String::new();
-    for (what, speed, cpu) in rows {
-        let ratio = speed / read;
-        let line = format!(
-            "{ratio:.2} of the SD card's read ({speed:.1} / {read:.1} MB/s; the goal is 0.8{cpu})"
-        );
-        eprintln!("testbed: sync-standby: {what}: {line}");
-        table.push_str(&format!(
-            "    sync-standby: {what} against the SD card's sequential read, same boot\t-\t{line}\t-\n"
-        ));
-    }
-    if let Some(path) = std::env::var_os("PI_TESTBED_TIMES") {
-        use std::io::Write;
-        std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(&path)
-            .and_then(|mut file| file.write_all(table.as_bytes()))
-            .with_context(|| format!("adding to the time table {path:?}"))?;
-    }
     Ok(())
 }
 
