@@ -182,6 +182,11 @@ pub fn apply(
     record.checks = checks.iter().map(result).collect();
     record.error = None;
     record.laying_out = None;
+    // Made again as the first time: the copy keeps it, but a directory
+    // pimigrate makes must never change its parent's times (a sync with
+    // nothing to do would then leave the standby unlike the source), nor
+    // follow a link the copy put in its way.
+    let on_standby = own_dir(root.path(), "var/lib/pimigrate")?;
     save_on_standby(&record, &on_standby)?;
     root.sync()?;
     crate::failpoint::hit("sync-before-complete");

@@ -403,15 +403,19 @@ impl<'a> Walker<'a> {
         }
     }
 
-    /// Removes target entries without a source entry. Excluded names stay:
-    /// they are the target's own (lost+found from mkfs, a swap file).
+    /// Removes target entries without a source entry. Excluded names stay,
+    /// and the directories that hold one: they are the target's own
+    /// (lost+found from mkfs, a swap file, a standby's record).
     fn remove_extra(&mut self, dir: &Entry, keep: &HashSet<&OsString>) {
         let present = match walk::list(&dir.target) {
             Ok(present) => present,
             Err(err) => return self.failed(&dir.target, "list target directory", err),
         };
         for name in present {
-            if keep.contains(&name.name) || self.rules.excludes_child(&dir.relative, &name.name) {
+            if keep.contains(&name.name)
+                || self.rules.excludes_child(&dir.relative, &name.name)
+                || self.rules.holds_excluded(&dir.relative, &name.name)
+            {
                 continue;
             }
             let path = dir.target.join(&name.name);
@@ -833,6 +837,41 @@ mod tests {
             ..CopyOptions::default()
         };
         second_pass(source, target, &options, &AtomicBool::new(false), &|_| {}).unwrap()
+    }
+
+    /// A directory on the target that holds an excluded path (a standby's
+    /// own record in `var/lib/pimigrate`) stays, though the source has
+    /// none, and its parent keeps the source's times: a pass that removed
+    /// it would leave the record's next write to change them.
+    #[test]
+    fn a_directory_holding_an_excluded_path_is_the_targets_own() {
+        use crate::system::usage::Exclusion;
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let (source, target) = (dir.path().join("s"), dir.path().join("t"));
+        std::fs::create_dir_all(source.join("var/lib/apt")).unwrap();
+        copied(&source, &target);
+        std::fs::create_dir_all(target.join("var/lib/own")).unwrap();
+        std::fs::write(target.join("var/lib/own/record.json"), "{}").unwrap();
+        std::fs::write(target.join("var/lib/extra"), "not the source's").unwrap();
+        let options = CopyOptions {
+            threads: 0,
+            exclusions: vec![Exclusion::new("/var/lib/own/record.json", false, "")],
+            ..CopyOptions::default()
+        };
+        let stats =
+            second_pass(&source, &target, &options, &AtomicBool::new(false), &|_| {}).unwrap();
+        assert_eq!(stats.deleted, 1, "only var/lib/extra goes");
+        assert!(target.join("var/lib/own/record.json").is_file());
+        assert!(!target.join("var/lib/extra").exists());
+        let mtime = |p: &Path| {
+            let m = std::fs::metadata(p).unwrap();
+            (m.mtime(), m.mtime_nsec())
+        };
+        assert_eq!(
+            mtime(&target.join("var/lib")),
+            mtime(&source.join("var/lib"))
+        );
     }
 
     /// After a complete copy at `since`, a pass with `changed_since` looks

@@ -79,6 +79,21 @@ impl Rules {
         Rules { rules }
     }
 
+    /// Does the entry `name` of `parent` hold a path a rule leaves out
+    /// (`var/lib/pimigrate` for `/var/lib/pimigrate/standby.json`)? Such a
+    /// directory on the target is the target's own as much as what it
+    /// holds: a copy never removes it, though the source has none.
+    pub fn holds_excluded(&self, parent: &Path, name: &OsStr) -> bool {
+        let mut child = parent.as_os_str().as_bytes().to_vec();
+        if !child.is_empty() {
+            child.push(b'/');
+        }
+        child.extend_from_slice(name.as_bytes());
+        self.rules.iter().any(|(rule, _)| {
+            rule.len() > child.len() && rule.starts_with(&child) && rule[child.len()] == b'/'
+        })
+    }
+
     /// Does a rule leave out the entry `name` of the directory `parent`
     /// (relative to the root, "" for the root)? Agrees with
     /// [`is_excluded`] on the joined path.
@@ -197,6 +212,12 @@ mod tests {
             }
         }
         let odd = OsStr::from_bytes(b"swap\xff");
+        assert!(rules.holds_excluded(Path::new(""), OsStr::new("var")));
+        assert!(!rules.holds_excluded(Path::new("srv"), OsStr::new("cache")));
+        assert!(!rules.holds_excluded(Path::new("a"), OsStr::new("b")));
+        assert!(rules.holds_excluded(Path::new(""), OsStr::new("a")));
+        assert!(!rules.holds_excluded(Path::new(""), OsStr::new("va")));
+        assert!(!rules.holds_excluded(Path::new("var"), OsStr::new("swap")));
         assert!(!rules.excludes_child(Path::new("var"), odd));
     }
 
