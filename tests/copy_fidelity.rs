@@ -151,10 +151,14 @@ impl Ext4 {
         self.mounted = true;
     }
 
+    // statvfs's c_ulong is u32 on armhf, where the ARM lane runs this.
+    #[allow(clippy::useless_conversion)]
     fn block_size(&self) -> u64 {
-        nix::sys::statvfs::statvfs(&self.mount)
-            .unwrap()
-            .block_size()
+        u64::from(
+            nix::sys::statvfs::statvfs(&self.mount)
+                .unwrap()
+                .block_size(),
+        )
     }
 }
 

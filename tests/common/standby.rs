@@ -106,7 +106,7 @@ impl SourceFs {
         run("mkfs.ext4", &["-q", "-F", "-E", "nodiscard", &disk.device]);
         let staging = tempfile::tempdir_in("/var/tmp").unwrap();
         let staged = staging.path().to_str().unwrap();
-        run("mount", &[&disk.device, staged]);
+        run("mount", &[disk.device.as_str(), staged]);
         let copied = Command::new("cp")
             .arg("-a")
             .arg(format!("{}/.", tree.display()))
@@ -124,7 +124,10 @@ impl SourceFs {
     }
 
     fn mount(&self) {
-        run("mount", &[&self.disk.device, self.tree.to_str().unwrap()]);
+        run(
+            "mount",
+            &[self.disk.device.as_str(), self.tree.to_str().unwrap()],
+        );
     }
 
     /// Unmounts the tree, runs `change` on its device, and mounts it
