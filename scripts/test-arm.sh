@@ -145,7 +145,7 @@ executables() { # executables TRIPLE
 
 skip_args=()
 for entry in "${not_under_qemu[@]}"; do
-    skip_args+=(--skip "${entry%%:*}")
+    skip_args+=(--skip "${entry%%: *}")
 done
 [[ ${#skip_args[@]} -gt 0 ]] && skip_args+=(--exact)
 
@@ -298,7 +298,7 @@ else
 fi
 
 for entry in "${not_under_qemu[@]}"; do
-    echo "arm: not run under qemu-user (both architectures): ${entry%%:*}: ${entry#*: }"
+    echo "arm: not run under qemu-user (both architectures): ${entry%%: *}: ${entry#*: }"
 done
 [[ ${#not_under_qemu[@]} == 0 ]] && echo "arm: every test ran under qemu-user; none is left out"
 echo "arm: $passed passed, $failed failed"
