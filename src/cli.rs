@@ -16,8 +16,11 @@ use std::path::PathBuf;
     // "0.1.0 (abc1234)": build.rs adds the git commit, so a report names the build.
     version = env!("PIMIGRATE_VERSION"),
     about = "Move a Raspberry Pi's system from its SD card to a USB SSD or NVMe drive",
-    long_about = "Move a Raspberry Pi's system from its SD card to a USB SSD or NVMe drive: \
-                  safely (plan first, never touch the source disk), measurably and provably bootable.",
+    long_about = "Move a Raspberry Pi's system from its SD card to a USB SSD or NVMe drive, \
+                  measurably and provably bootable. `plan` shows every write and makes none. \
+                  `migrate` erases the target disk and copies the system onto it; on the SD card it \
+                  changes only the boot files (last, after a backup that `rollback` restores) and \
+                  its own journal and log, and with --boot-order apply the bootloader's config.",
     // The one exit-status table (src/exit.rs), also in the man pages and docs/plan.md.
     after_long_help = crate::exit::help_text(None)
 )]
@@ -66,37 +69,51 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// List disks, say which one holds the running system and which can take it.
+    /// List disks, say which one holds the running system and which can take it (reads only).
     #[command(after_long_help = crate::exit::help_text(Some("devices")))]
     Devices(DevicesArgs),
     /// Show exactly what a migration would do (a dry run: nothing is written).
-    #[command(after_long_help = crate::exit::help_text(Some("plan")))]
+    // `--target` is `migrate`'s too, where `--resume` takes it from the
+    // journal: required here, where nothing else can name the disk.
+    #[command(after_long_help = crate::exit::help_text(Some("plan")),
+              mut_arg("target", |target| target.required(true)))]
     Plan(PlanArgs),
-    /// Measure a disk, partition or directory (fio-style tests, A1 grade); keeps a report.
+    /// Measure a disk, partition or directory (fio-style tests, A1 grade): in a directory
+    /// it writes a test file it removes, a device it only reads (--destructive: writes
+    /// over it); keeps a report.
     #[command(after_long_help = crate::exit::help_text(Some("bench")))]
     Bench(BenchArgs),
-    /// Move the system: the same plan as `plan`, confirmed, then applied.
-    #[command(after_long_help = crate::exit::help_text(Some("migrate")))]
+    /// Move the system: the same plan as `plan`, confirmed, then applied: erases the
+    /// target disk, and changes the SD card's boot files last, after a backup.
+    #[command(after_long_help = crate::exit::help_text(Some("migrate")),
+              mut_arg("target", |target| target.required_unless_present("resume")))]
     Migrate(MigrateArgs),
-    /// Undo a migration's changes to the SD card's boot files, so it boots as before.
+    /// Undo a migration's changes to the SD card's boot files (and to the bootloader's
+    /// config), from their backups, so it boots as before; the target is not written.
     #[command(after_long_help = crate::exit::help_text(Some("rollback")))]
     Rollback(RollbackArgs),
-    /// Rank the attached drives by random 4K speed against the current root, and pick one.
+    /// Rank the attached drives by random 4K speed against the current root, and pick one
+    /// (measuring writes test files it removes; a blank drive's raw device only if allowed).
     #[command(after_long_help = crate::exit::help_text(Some("recommend")))]
     Recommend(RecommendArgs),
     /// After the reboot: check the system runs from the new root and compare
-    /// its speed (reads only); --commit writes: it makes a trial boot permanent.
+    /// its speed (its benchmark writes a test file it removes, and keeps a
+    /// report); --commit writes: it makes a trial boot permanent (and
+    /// --apply-quirk changes the command line).
     #[command(after_long_help = crate::exit::help_text(Some("verify")))]
     Verify(VerifyArgs),
-    /// A guided migration that explains and asks (what `pimigrate` alone starts on a terminal).
+    /// A guided migration that explains and asks (what `pimigrate` alone starts on a
+    /// terminal); it ends as `migrate` does, erasing the disk you choose.
     #[command(after_long_help = crate::exit::help_text(Some("wizard")))]
     Wizard(WizardArgs),
     /// Bring a standby copy of the running system up to date (the disk it was
-    /// migrated from, or --to DEV) and check that it would boot.
+    /// migrated from, or --target DEV), overwriting it, and check that it would
+    /// boot; a first sync erases the disk.
     #[command(after_long_help = crate::exit::help_text(Some("sync")))]
     Sync(SyncArgs),
     /// Where a migration stands and how it ended: still running, stopped,
-    /// waiting for its trial, the trial committed or back on the SD card (and why).
+    /// waiting for its trial, the trial committed or back on the SD card (and why);
+    /// after the commit, what drifted since (--check).
     #[command(after_long_help = crate::exit::help_text(Some("status")))]
     Status(StatusArgs),
     /// What a trial boot's own units run (not for people: see `pimigrate plan`, "Trial boot").
@@ -110,6 +127,21 @@ pub struct StatusArgs {
     /// for a login message (the package's /etc/update-motd.d/60-pimigrate).
     #[arg(long)]
     pub login: bool,
+
+    /// Check what the move set up (what pimigrate-check.timer runs daily):
+    /// every check with its fix; exit 0 when nothing drifted or nothing is
+    /// committed, 1 on a warning, 2 on a failure.
+    #[arg(long, conflicts_with = "login")]
+    pub check: bool,
+
+    /// Do not count the findings with this code (repeat for more);
+    /// /etc/pimigrate/check.conf mutes codes for good.
+    #[arg(
+        long,
+        value_name = "CODE",
+        value_parser = clap::builder::PossibleValuesParser::new(crate::verify::drift::CODES)
+    )]
+    pub ignore: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -135,13 +167,17 @@ pub struct SyncArgs {
     /// The standby disk (whole disk), instead of the recorded standby or the
     /// disk the system was migrated from. A disk that is not a standby yet is
     /// erased and laid out as a migration lays out its target.
-    #[arg(long, value_name = "DEV")]
-    pub to: Option<PathBuf>,
+    // `--to` is its name from before every command called the disk it
+    // writes `--target`: scripts that have it keep working.
+    #[arg(long, value_name = "DEV", visible_alias = "to")]
+    pub target: Option<PathBuf>,
 
-    /// Lay the --to disk out anew even if it is a standby already (fresh ids;
-    /// erases it).
-    #[arg(long, requires = "to")]
-    pub fresh: bool,
+    /// Erase the --target disk and lay it out anew, even if it is a standby
+    /// already (new ids).
+    // `--fresh`, its old name, still works for the scripts that have it,
+    // but is not taught: `recommend --fresh` means "measure again".
+    #[arg(long, requires = "target", alias = "fresh")]
+    pub erase: bool,
 
     /// A first sync's layout (default: what the running system has).
     #[arg(long, value_enum)]
@@ -161,7 +197,7 @@ pub struct SyncArgs {
     pub exclude: Vec<PathBuf>,
 
     /// Do not ask (for timers and scripts). A first sync that erases a disk
-    /// still needs an explicit --to.
+    /// still needs an explicit --target.
     #[arg(short, long)]
     pub yes: bool,
 
@@ -183,11 +219,11 @@ pub struct SyncArgs {
 
     /// Write and start a systemd timer that runs `pimigrate sync --yes`:
     /// daily, weekly, hourly or a calendar time such as '*-*-* 03:00'.
-    #[arg(long, value_name = "WHEN", conflicts_with_all = ["remove_timer", "to", "fresh", "dry_run"])]
+    #[arg(long, value_name = "WHEN", conflicts_with_all = ["remove_timer", "target", "erase", "dry_run"])]
     pub install_timer: Option<String>,
 
     /// Stop and remove that timer.
-    #[arg(long, conflicts_with_all = ["to", "fresh", "dry_run"])]
+    #[arg(long, conflicts_with_all = ["target", "erase", "dry_run"])]
     pub remove_timer: bool,
 
     /// Seed for a first sync's random ids, to make a plan reproducible
@@ -200,8 +236,8 @@ impl SyncArgs {
     /// The flags as the sync planner takes them.
     pub fn request(&self) -> crate::sync::plan::SyncRequest {
         crate::sync::plan::SyncRequest {
-            to: self.to.clone(),
-            fresh: self.fresh,
+            target: self.target.clone(),
+            erase: self.erase,
             layout: self.layout,
             table: self.table,
             checksum: self.checksum,
@@ -213,7 +249,7 @@ impl SyncArgs {
     /// What the timer's service runs after `sync --yes`: every flag that
     /// changes what a sync does (this command's and the global ones that
     /// are not their defaults), paths made absolute, since the service
-    /// starts in `/`. Never a device name (`--to` conflicts with
+    /// starts in `/`. Never a device name (`--target` conflicts with
     /// `--install-timer`): names such as sda change from boot to boot, and
     /// the standby record names the standby by its ids.
     pub fn timer_args(&self, cli: &Cli) -> std::io::Result<crate::sync::timer::ServiceCommand> {
@@ -373,6 +409,9 @@ pub struct WizardArgs {
     #[arg(long)]
     pub reboot: bool,
 
+    #[command(flatten)]
+    pub after_move: AfterMoveArgs,
+
     /// Ask nothing: open questions take their defaults and the target is
     /// erased without typing its name (needs --target).
     #[arg(short, long, requires = "target")]
@@ -396,6 +435,11 @@ pub struct VerifyArgs {
     /// command line the next boot reads (for bridges that reset on uas).
     #[arg(long)]
     pub apply_quirk: bool,
+
+    /// Trim the new root once (FITRIM; never an SD card) and report the
+    /// bytes it freed, as `--commit` does.
+    #[arg(long)]
+    pub trim: bool,
 
     /// Do not run the before/after benchmark.
     #[arg(long)]
@@ -426,8 +470,8 @@ pub struct DevicesArgs {
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {
-    /// The whole disk to move the system to, e.g. /dev/sda or /dev/nvme0n1
-    /// (required, except for `migrate --resume`, which takes it from the journal).
+    /// The whole disk to move the system to, e.g. /dev/sda or /dev/nvme0n1;
+    /// it is erased (`migrate --resume` takes it from the journal).
     #[arg(long, value_name = "DEV")]
     pub target: Option<PathBuf>,
 
@@ -485,10 +529,38 @@ pub struct PlanArgs {
     #[arg(long)]
     pub checksum: bool,
 
+    #[command(flatten)]
+    pub after_move: AfterMoveArgs,
+
     /// Use this MBR disk signature (8 hex digits) instead of a random one
     /// (for tests: hidden from --help).
     #[arg(long, value_name = "HEX", value_parser = parse_hex_u32, hide = true)]
     pub disk_signature: Option<u32>,
+}
+
+/// What the new drive gets beyond the copy: TRIM, the USB bridge's
+/// driver, the Pi 5's USB current (`migrate`, `plan`, `wizard`).
+#[derive(Debug, Default, Args)]
+pub struct AfterMoveArgs {
+    /// Do not switch TRIM on for the new drive: no udev rule for its USB
+    /// bridge, and fstrim.timer left as it is (by default both are set up
+    /// where the bridge passes TRIM on).
+    #[arg(long)]
+    pub no_trim: bool,
+
+    /// Keep the uas driver off the new drive's USB bridge: add
+    /// usb-storage.quirks=VID:PID:u to the new command line, so usb-storage
+    /// drives it (for bridges that abort and reset on uas; slower, and
+    /// usually without TRIM).
+    #[arg(long)]
+    pub usb_quirk: bool,
+
+    /// A Pi 5 booting from USB on a supply that is good for 5 A without
+    /// USB-PD: write PSU_MAX_CURRENT=5000 into the bootloader's config
+    /// (through rpi-eeprom-config, as the boot order), so its USB ports are
+    /// not held to 600 mA.
+    #[arg(long, value_name = "MA")]
+    pub psu_max_current: Option<u32>,
 }
 
 #[derive(Debug, Args)]
@@ -625,27 +697,83 @@ fn parse_hex_u32(text: &str) -> anyhow::Result<u32> {
         .map_err(|_| anyhow::anyhow!("'{text}' is not 8 hex digits, like 6c586e13"))
 }
 
+impl Cli {
+    /// This process's arguments, parsed; a usage error exits 2, as clap
+    /// has it, and shows the usage of the command it is in, which clap
+    /// leaves out of some (a bad value).
+    pub fn parse_args() -> Cli {
+        Cli::try_parse().unwrap_or_else(|err| with_usage(err, std::env::args_os()).exit())
+    }
+}
+
+/// `err` with the usage of the subcommand `args` names (else the
+/// top-level one) when clap left it out.
+pub fn with_usage(
+    mut err: clap::Error,
+    args: impl IntoIterator<Item = std::ffi::OsString>,
+) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue};
+    use clap::CommandFactory;
+    // Help and --version are not errors; they print as they are.
+    if !err.use_stderr() || err.get(ContextKind::Usage).is_some() {
+        return err;
+    }
+    let mut command = Cli::command();
+    command.build();
+    let names: Vec<String> = command
+        .get_subcommands()
+        .map(|sub| sub.get_name().to_string())
+        .collect();
+    let named = args
+        .into_iter()
+        .skip(1)
+        .find_map(|arg| names.iter().find(|name| arg == name.as_str()).cloned());
+    let usage = match named.and_then(|name| command.find_subcommand_mut(&name)) {
+        Some(sub) => sub.render_usage(),
+        None => command.render_usage(),
+    };
+    err.insert(ContextKind::Usage, ContextValue::StyledStr(usage));
+    err
+}
+
+/// A usage error of `pimigrate SUBCOMMAND` (exit 2, as clap's own), shown
+/// with that command's usage line: for the rules that depend on more than
+/// the flags (`migrate` needs `--target` unless it resumes; the wizard has
+/// no JSON). `main` prints it as clap does.
+pub fn usage_error(
+    subcommand: &str,
+    kind: clap::error::ErrorKind,
+    message: impl std::fmt::Display,
+) -> clap::Error {
+    use clap::CommandFactory;
+    let mut command = Cli::command();
+    // Built, so a subcommand's usage says `pimigrate migrate`, not `migrate`.
+    command.build();
+    match command.find_subcommand_mut(subcommand) {
+        Some(sub) => sub.error(kind, message),
+        None => command.error(kind, message),
+    }
+}
+
 impl PlanArgs {
-    /// `--target`, which clap cannot require for `migrate --resume` alone.
-    pub fn required_target(&self) -> PathBuf {
-        match &self.target {
-            Some(target) => target.clone(),
-            None => {
-                use clap::CommandFactory;
-                Cli::command()
-                    .error(
-                        clap::error::ErrorKind::MissingRequiredArgument,
-                        "--target DEV is required",
-                    )
-                    .exit()
-            }
-        }
+    /// `--target`, which clap requires of `plan`, and of `migrate` unless
+    /// it resumes (and then it plans nothing): else a usage error of
+    /// `command`.
+    pub fn required_target(&self, command: &str) -> Result<PathBuf, clap::Error> {
+        self.target.clone().ok_or_else(|| {
+            usage_error(
+                command,
+                clap::error::ErrorKind::MissingRequiredArgument,
+                "--target <DEV> is required: the whole disk to move the system to",
+            )
+        })
     }
 
-    /// The flags as the planner takes them.
-    pub fn options(&self) -> Options {
-        Options {
-            target: self.required_target(),
+    /// The flags as the planner takes them; `command` (plan or migrate)
+    /// is the one whose usage a missing `--target` shows.
+    pub fn options(&self, command: &str) -> Result<Options, clap::Error> {
+        Ok(Options {
+            target: self.required_target(command)?,
             layout: self.layout,
             table: self.table,
             boot_size: self.boot_size,
@@ -658,7 +786,10 @@ impl PlanArgs {
             boot_order: self.boot_order,
             handover: self.handover,
             auto_commit: self.auto_commit,
-        }
+            trim: !self.after_move.no_trim,
+            usb_quirk: self.after_move.usb_quirk,
+            psu_max_current: self.after_move.psu_max_current,
+        })
     }
 }
 
@@ -686,6 +817,9 @@ impl WizardArgs {
             handover: self.handover,
             reboot: self.reboot.then_some(true),
             auto_commit: self.auto_commit,
+            no_trim: self.after_move.no_trim,
+            usb_quirk: self.after_move.usb_quirk.then_some(true),
+            psu_max_current: self.after_move.psu_max_current,
             yes: self.yes,
             seed: self.seed,
         }
@@ -864,5 +998,36 @@ mod tests {
     #[test]
     fn the_cli_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    /// clap leaves the usage out of a bad value's error: it is put back,
+    /// the usage of the command the value was given to.
+    #[test]
+    fn a_bad_values_error_shows_its_commands_usage() {
+        let args = ["pimigrate", "-q", "plan", "--layout", "sideways"];
+        let err = Cli::try_parse_from(args).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        let text = with_usage(err, args.map(Into::into)).to_string();
+        assert!(text.contains("'sideways'"), "{text}");
+        assert!(text.contains("Usage: pimigrate plan "), "{text}");
+        // A missing argument's error has its usage already, once.
+        let args = ["pimigrate", "plan"];
+        let err = Cli::try_parse_from(args).unwrap_err();
+        let text = with_usage(err, args.map(Into::into)).to_string();
+        assert_eq!(text.matches("Usage:").count(), 1, "{text}");
+        assert!(text.contains("--target <DEV>"), "{text}");
+    }
+
+    /// Made here for a rule clap cannot say: the subcommand's usage.
+    #[test]
+    fn a_usage_error_shows_the_subcommands_usage() {
+        let err = usage_error(
+            "wizard",
+            clap::error::ErrorKind::ArgumentConflict,
+            "--json cannot be used with the wizard",
+        );
+        assert_eq!(err.exit_code(), 2);
+        let text = err.to_string();
+        assert!(text.contains("Usage: pimigrate wizard "), "{text}");
     }
 }

@@ -1,5 +1,6 @@
 //! Wall-clock time as pimigrate records and shows it, in one place: Unix
-//! seconds now, UTC text for reports, logs and file names (no time-zone
+//! seconds now, a moment to the nanosecond as the kernel stamps an inode's
+//! ctime, UTC text for reports, logs and file names (no time-zone
 //! database needed), and ages as people say them ("2 h ago").
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -10,6 +11,50 @@ pub fn now() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
+}
+
+/// A moment to the nanosecond since the Unix epoch, as an inode's ctime
+/// is kept (ext4 with 256-byte inodes keeps nanoseconds; one with 128-byte
+/// inodes whole seconds, which compare as the start of their second).
+/// Ordered by time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Moment {
+    pub secs: i64,
+    /// Below a second: 0 to 999 999 999.
+    pub nanos: u32,
+}
+
+impl Moment {
+    /// Now, by the wall clock. The kernel stamps ctimes from a coarser
+    /// copy of the same clock that lags it by at most a tick, never leads:
+    /// a change made before this was read has a ctime no later than it.
+    pub fn now() -> Moment {
+        let since = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        Moment {
+            secs: since.as_secs() as i64,
+            nanos: since.subsec_nanos(),
+        }
+    }
+
+    /// The ctime of `meta`'s inode.
+    pub fn ctime_of(meta: &std::fs::Metadata) -> Moment {
+        use std::os::unix::fs::MetadataExt;
+        Moment {
+            secs: meta.ctime(),
+            nanos: meta.ctime_nsec().clamp(0, 999_999_999) as u32,
+        }
+    }
+
+    /// The last nanosecond of second `secs`: the latest a moment known
+    /// only to its second can have been.
+    pub fn end_of_second(secs: u64) -> Moment {
+        Moment {
+            secs: secs as i64,
+            nanos: 999_999_999,
+        }
+    }
 }
 
 /// RFC 3339 UTC text for a Unix time: `2024-05-01T12:34:56Z`.
@@ -64,6 +109,20 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn moments_order_by_second_then_nanosecond() {
+        let at = |secs, nanos| Moment { secs, nanos };
+        assert!(at(10, 1) > at(10, 0));
+        assert!(at(11, 0) > at(10, 999_999_999));
+        // A ctime kept in whole seconds is never after the end of its own
+        // second, and is after the end of the one before.
+        assert!(at(10, 0) <= Moment::end_of_second(10));
+        assert!(at(10, 0) > Moment::end_of_second(9));
+        let now = Moment::now();
+        assert!(now.nanos < 1_000_000_000);
+        assert!(now.secs as u64 >= super::now() - 1);
+    }
 
     #[test]
     fn utc_times_are_right() {

@@ -1,6 +1,7 @@
 //! Every exit code pimigrate ends with, in one place: the constants the
 //! commands return and the one table that `--help`, the man pages and
-//! docs/plan.md print (each generated from [`TABLE`]).
+//! docs/plan.md print (each generated from [`TABLE`]; the man pages' and
+//! the docs' renderings are the tool crate's, xtask/).
 
 pub const EXIT_OK: u8 = 0;
 pub const EXIT_ERROR: u8 = 1;
@@ -12,6 +13,10 @@ pub const EXIT_REFUSED: u8 = 3;
 pub const EXIT_NOTHING_TO_VERIFY: u8 = 4;
 /// `verify`: a check failed.
 pub const EXIT_FAILED: u8 = 5;
+/// `status --check`: a warning, as monitoring plugins have it.
+pub const EXIT_CHECK_WARNING: u8 = 1;
+/// `status --check`: a failure, as monitoring plugins have it.
+pub const EXIT_CHECK_FAILURE: u8 = 2;
 /// Stopped by the person (Ctrl-C; Esc in the wizard), as a shell reports a
 /// death by SIGINT.
 pub const EXIT_INTERRUPTED: u8 = 130;
@@ -51,17 +56,32 @@ pub const TABLE: &[ExitStatus] = &[
     ExitStatus {
         code: EXIT_ERROR,
         commands: &[],
-        meaning: "an error: something could not be read or done; the message says what",
+        meaning: "an error: something could not be read or done; the message says what, and a \
+                  run that writes ends it with where the Pi stands and the command that goes on",
     },
     ExitStatus {
         code: EXIT_ERROR,
         commands: &["sync"],
-        meaning: "an error; the standby is marked incomplete and the next sync completes it",
+        meaning:
+            "an error; the message ends with where the standby stands (marked incomplete once \
+                  the sync wrote to it) and the command that completes it",
+    },
+    ExitStatus {
+        code: EXIT_CHECK_WARNING,
+        commands: &["status"],
+        meaning: "`--check`: a warning, nothing failed (as monitoring plugins have it); otherwise an error, the message says what",
     },
     ExitStatus {
         code: EXIT_USAGE,
         commands: &[],
-        meaning: "bad usage (also `pimigrate` alone when not on a terminal)",
+        meaning:
+            "bad usage: a wrong or missing flag, said with the command's usage (also `pimigrate` \
+                  alone, or a question without --yes, when not on a terminal)",
+    },
+    ExitStatus {
+        code: EXIT_CHECK_FAILURE,
+        commands: &["status"],
+        meaning: "`--check`: a failure, named with its fix (as monitoring plugins have it); otherwise bad usage",
     },
     ExitStatus {
         code: EXIT_REFUSED,
@@ -118,7 +138,7 @@ pub fn rows(command: Option<&str>) -> Vec<ExitStatus> {
 }
 
 /// Which commands a row applies to, in words (`code` marks the names).
-fn who(row: &ExitStatus, code: bool) -> String {
+pub fn who(row: &ExitStatus, code: bool) -> String {
     if row.commands.is_empty() {
         let others = TABLE
             .iter()
@@ -153,47 +173,6 @@ pub fn help_text(command: Option<&str>) -> String {
     text.trim_end().to_string()
 }
 
-/// The `EXIT STATUS` section of a man page (roff).
-pub fn roff(command: Option<&str>) -> String {
-    let mut page = String::from(".SH \"EXIT STATUS\"\n");
-    for row in rows(command) {
-        let meaning = match command {
-            Some(_) => row.meaning.to_string(),
-            None => format!("{} ({})", row.meaning, who(&row, false)),
-        };
-        page.push_str(&format!(
-            ".TP\n\\fB{}\\fR\n{}\n",
-            row.code,
-            roff_escape(&meaning)
-        ));
-    }
-    page
-}
-
-/// Text made safe for a roff line: backslashes and dashes escaped, and no
-/// line starting with a control character.
-fn roff_escape(text: &str) -> String {
-    let escaped = text.replace('\\', "\\e").replace('-', "\\-");
-    if escaped.starts_with('.') || escaped.starts_with('\'') {
-        format!("\\&{escaped}")
-    } else {
-        escaped
-    }
-}
-
-/// The table as docs/plan.md shows it (a Markdown table).
-pub fn markdown() -> String {
-    let mut table = String::from("| code | commands | meaning |\n|---|---|---|\n");
-    for row in TABLE {
-        let commands = who(row, true);
-        table.push_str(&format!(
-            "| {} | {} | {} |\n",
-            row.code, commands, row.meaning
-        ));
-    }
-    table
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,6 +186,8 @@ mod tests {
             EXIT_REFUSED,
             EXIT_NOTHING_TO_VERIFY,
             EXIT_FAILED,
+            EXIT_CHECK_WARNING,
+            EXIT_CHECK_FAILURE,
             EXIT_INTERRUPTED,
         ] {
             assert!(TABLE.iter().any(|r| r.code == code), "{code} is missing");
@@ -233,14 +214,5 @@ mod tests {
         assert!(!rows(Some("devices"))
             .iter()
             .any(|r| r.code == EXIT_REFUSED || r.code == EXIT_FAILED));
-    }
-
-    #[test]
-    fn roff_lines_are_plain_text() {
-        let page = roff(None);
-        for line in page.lines().filter(|l| !l.starts_with('.')) {
-            assert!(!line.contains(" -"), "unescaped dash: {line}");
-        }
-        assert!(page.contains("\\fB130\\fR"));
     }
 }

@@ -4,23 +4,22 @@
 //! acting: `plan::plan` turns what is true about the machine and what the
 //! user asked into a [`plan::Plan`], or a [`plan::Refusal`] with every reason.
 pub mod apply;
-pub mod assets;
 pub mod bench;
 pub mod bootcfg;
+pub mod check;
 pub mod cli;
 pub mod clock;
 pub mod commands;
 pub mod copy;
-pub mod docgen;
 pub mod exit;
 pub mod failpoint;
 pub mod host;
-pub mod package_docs;
 pub mod plan;
 pub mod privilege;
 pub mod recommend;
 pub mod signals;
 pub mod space;
+pub mod state;
 pub mod status;
 pub mod sync;
 pub mod sys64;

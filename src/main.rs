@@ -1,9 +1,8 @@
-use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     honour_no_color();
-    let cli = pimigrate::cli::Cli::parse();
+    let cli = pimigrate::cli::Cli::parse_args();
     match pimigrate::commands::run(&cli) {
         Ok(code) => ExitCode::from(code),
         // Esc or Ctrl-C at a question: nothing was written.
@@ -11,11 +10,34 @@ fn main() -> ExitCode {
             eprintln!("pimigrate: stopped at your request; nothing was written");
             ExitCode::from(pimigrate::exit::EXIT_INTERRUPTED)
         }
-        Err(err) => {
-            // Not eprintln!, which panics when the terminal has gone away.
-            pimigrate::signals::eprint_line(&format!("pimigrate: {err:#}"));
-            ExitCode::from(pimigrate::exit::EXIT_ERROR)
+        // --yes missing off a terminal: a usage error of its subcommand.
+        Err(err)
+            if err
+                .downcast_ref::<pimigrate::ui::confirm::YesRequired>()
+                .is_some() =>
+        {
+            let yes = err
+                .downcast_ref::<pimigrate::ui::confirm::YesRequired>()
+                .expect("matched above");
+            pimigrate::cli::usage_error(
+                &yes.subcommand,
+                clap::error::ErrorKind::MissingRequiredArgument,
+                &yes.message,
+            )
+            .exit()
         }
+        Err(err) => match err.downcast::<clap::Error>() {
+            // A usage error that depends on more than the flags: said as
+            // clap says its own, with the subcommand's usage, exit 2.
+            Ok(usage) => usage.exit(),
+            Err(err) => {
+                // Not eprintln!, which panics when the terminal has gone
+                // away. A run that writes ends its error with where the Pi
+                // stands and what goes on (`state::standing`).
+                pimigrate::signals::eprint_line(&format!("pimigrate: {err:#}"));
+                ExitCode::from(pimigrate::exit::EXIT_ERROR)
+            }
+        },
     }
 }
 

@@ -6,13 +6,28 @@
 //! the lock a running pimigrate holds), the newest migration log, and this
 //! boot. What a trial that never reached its system could not record is
 //! said as what it is: it came back without a record, this long after the
-//! trial reboot.
+//! trial reboot. How long that took says whether the trial's own resets
+//! brought it back ([`TrialReturn`]): a trial back later than the longest
+//! of them was reset by something pimigrate did not plan, most likely a
+//! power cycle, and `status` says so.
+//!
+//! Once the migration is in force (its trial committed, or a move without
+//! a trial rebooted into), the check after the move
+//! (`crate::verify::drift`) runs too: what drifted is news at login, with
+//! its fix, and `status --check` ([`check`]) is the same check for a
+//! timer or a monitoring system. The login message makes the check itself
+//! rather than reading what the daily timer found: it inspects the system
+//! for the stage anyway (the bootloader's config included), the check adds
+//! a read of the kernel log, one `vcgencmd` and one look under a mount
+//! point, and a saved result would still name a drift after its fix, and
+//! could not be written while a sync holds the state lock for hours.
 
-use crate::apply::journal::{Journal, Step};
 use crate::apply::log::{self, LogEnd};
 use crate::apply::trial_outcome::TrialOutcome;
+use crate::check::{Finding, Level};
 use crate::host::Host;
 use crate::plan::trial_guard::TRIAL_BOOT_DEADLINE_SECONDS;
+use crate::state::journal::{Journal, Step};
 use crate::system::System;
 use crate::verify::expected::Expected;
 use serde::Serialize;
@@ -65,10 +80,48 @@ pub struct Status {
     pub trial: Option<TrialOutcome>,
     /// The newest migration log.
     pub log: Option<PathBuf>,
+    /// How long the SD card's system took to come back from a trial that
+    /// failed, and whether the trial's own resets account for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trial_return: Option<TrialReturn>,
+    /// The check after the move, once the migration is in force here
+    /// (empty before, and where it could not be made).
+    pub checks: Vec<Finding>,
+    /// The stage itself is news at login (`news` also counts a drift).
+    #[serde(skip)]
+    pub stage_news: bool,
 }
 
-/// What [`assess`] decides from, gathered by [`gather`] (and made by hand
-/// in tests).
+/// The check after the move, made once the migration is in force.
+#[derive(Debug, Clone)]
+pub struct AfterMove {
+    /// Since when the migration is in force (Unix seconds): its commit,
+    /// or a move without a trial's end.
+    pub since: u64,
+    /// The findings, or why the check could not be made.
+    pub checks: Result<Vec<Finding>, String>,
+}
+
+/// How long after the trial reboot this boot of the SD card's system
+/// began, against the longest a failed trial's own resets take
+/// ([`TrialGuard::longest_return_seconds`]).
+///
+/// [`TrialGuard::longest_return_seconds`]: crate::plan::trial_guard::TrialGuard::longest_return_seconds
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TrialReturn {
+    /// Seconds from the trial reboot to the start of this boot.
+    pub after_seconds: u64,
+    /// The longest the trial's own resets take to bring the SD card's
+    /// system back.
+    pub within_seconds: u64,
+    /// Back within that: the trial reset itself. Later: something
+    /// pimigrate did not plan reset the Pi (a power cycle), or the Pi was
+    /// started again since.
+    pub by_itself: bool,
+}
+
+/// What [`stage`] decides from and [`assess`] words, gathered by
+/// [`gather`] (and made by hand in tests).
 #[derive(Debug, Clone, Default)]
 pub struct Facts {
     pub journal: Option<Journal>,
@@ -87,12 +140,46 @@ pub struct Facts {
     pub on_old_root: Option<String>,
     /// The target disk is attached now.
     pub target_attached: bool,
+    /// The check after the move, when the migration is in force.
+    pub after_move: Option<AfterMove>,
 }
 
-/// Reads the facts of `host` (a live system, or a tree with --sysroot).
-pub fn gather(host: &Host) -> Facts {
+/// Reads the facts of `host` (a live system, or a tree with --sysroot),
+/// the check after the move with them, the codes in `ignore` muted.
+pub fn gather(host: &Host, ignore: &[String]) -> Facts {
     let system = System::inspect(host).ok();
-    gather_on(host, system.as_ref())
+    let mut facts = gather_on(host, system.as_ref());
+    if let (Some(system), Some(journal), Some(since)) =
+        (&system, &facts.journal, in_force_since(&facts))
+    {
+        facts.after_move = Some(AfterMove {
+            since,
+            checks: crate::verify::drift::run(system, journal, since, ignore)
+                .map_err(|err| format!("{err:#}")),
+        });
+    }
+    facts
+}
+
+/// Since when the migration is what this Pi should run: its trial's
+/// commit (the journal's, or on the SD card's system the record the
+/// commit left there), or the end of a move without a trial once the Pi
+/// has rebooted after it. `None` before.
+pub fn in_force_since(facts: &Facts) -> Option<u64> {
+    let journal = facts.journal.as_ref()?;
+    match stage(facts) {
+        Stage::Committed => journal.committed.or_else(|| {
+            latest_outcome(facts, journal)
+                .filter(|o| o.outcome.committed())
+                .map(|o| o.at)
+        }),
+        Stage::Migrated
+            if facts.runs_target || facts.booted.is_some_and(|b| b > journal.updated) =>
+        {
+            Some(journal.updated)
+        }
+        _ => None,
+    }
 }
 
 /// [`gather`], with the system already inspected (`devices` has it).
@@ -111,7 +198,7 @@ pub fn gather_on(host: &Host, system: Option<&System>) -> Facts {
     };
     if let (Some(journal), Some(system)) = (&journal, system) {
         facts.in_trial_boot = system.pi.in_trial_boot;
-        facts.runs_target = crate::apply::migration::runs_from_target(system, &journal.plan);
+        facts.runs_target = crate::state::journal::runs_from_target(system, &journal.plan);
         facts.on_old_root = Expected::from_journal(journal)
             .ok()
             .and_then(|e| crate::verify::state::running_from_old_root(system, &e));
@@ -149,241 +236,457 @@ fn when(unix: u64) -> String {
     }
 }
 
-fn step_name(step: Step) -> &'static str {
-    match step {
-        Step::Partitioned => "partitioned",
-        Step::Formatted => "formatted",
-        Step::Copied => "the root filesystem copied",
-        Step::BootFilesCopied => "the boot files copied",
-        Step::TargetEdited => "fstab edited on the target",
-        Step::BootloaderConfigured => "the bootloader's config changed",
-        Step::SourceBootEdited => "the SD card's boot files changed",
+/// Where things stand, from `facts`: the stage, then its words.
+pub fn assess(facts: &Facts) -> Status {
+    let stage = stage(facts);
+    let Words {
+        headline,
+        lines,
+        news,
+    } = words(stage, facts);
+    let journal = facts.journal.as_ref();
+    let trial = match stage {
+        Stage::None | Stage::Running | Stage::Stopped | Stage::Migrated => None,
+        // The trial's record, when it is about the latest trial.
+        _ => journal.and_then(|j| latest_outcome(facts, j)).cloned(),
+    };
+    let checks = facts
+        .after_move
+        .as_ref()
+        .and_then(|a| a.checks.as_ref().ok())
+        .cloned()
+        .unwrap_or_default();
+    let drifted = crate::check::worst(&checks) > Level::Ok;
+    Status {
+        schema: STATUS_SCHEMA,
+        stage,
+        headline,
+        lines,
+        news: news || drifted,
+        target: journal.map(target_of),
+        trial,
+        log: facts.log.clone(),
+        trial_return: journal.and_then(|j| trial_return(stage, facts, j)),
+        checks,
+        stage_news: news,
     }
 }
 
-/// Where things stand, from `facts`.
-pub fn assess(facts: &Facts) -> Status {
-    let mut status = Status {
-        schema: STATUS_SCHEMA,
-        stage: Stage::None,
-        headline: None,
-        lines: Vec::new(),
-        news: false,
-        target: None,
-        trial: None,
-        log: facts.log.clone(),
-    };
+/// How long the SD card's system took to come back from a failed trial,
+/// when the trial reboot's time, this boot's and the trial's guard are
+/// known. A boot whose clock starts before the trial reboot (no RTC, no
+/// network yet) says nothing.
+fn trial_return(stage: Stage, facts: &Facts, journal: &Journal) -> Option<TrialReturn> {
+    if !matches!(stage, Stage::TrialFailed | Stage::TrialDidNotComeUp) {
+        return None;
+    }
+    let asked = journal.trial_requested?;
+    let after_seconds = facts.booted.filter(|&b| b > asked)? - asked;
+    let guard = journal.plan.trial_boot.as_ref()?.guard.as_ref()?;
+    let within_seconds = u64::from(guard.longest_return_seconds());
+    Some(TrialReturn {
+        after_seconds,
+        within_seconds,
+        by_itself: after_seconds <= within_seconds,
+    })
+}
+
+/// Where things stand, decided from `facts` alone.
+pub fn stage(facts: &Facts) -> Stage {
     let Some(journal) = &facts.journal else {
-        if facts.running {
-            status.stage = Stage::Running;
-            status.headline = Some("a pimigrate command is running now".into());
-            status.news = true;
-        }
-        return status;
-    };
-    let target = journal.plan.target.path.display().to_string();
-    status.target = Some(target.clone());
-    let complete = journal.is_done(Step::SourceBootEdited) || facts.runs_target;
-    let last_step = journal
-        .done
-        .iter()
-        .max()
-        .map(|s| step_name(*s))
-        .unwrap_or("nothing written yet");
-    let log_line = |status: &mut Status| {
-        if let Some(log) = &facts.log {
-            status.lines.push(format!("its log: {}", log.display()));
-        }
+        return match facts.running {
+            true => Stage::Running,
+            false => Stage::None,
+        };
     };
     if facts.running {
-        status.stage = Stage::Running;
-        status.news = true;
-        status.headline = Some(match complete {
+        return Stage::Running;
+    }
+    if !finished(facts, journal) {
+        return Stage::Stopped;
+    }
+    if journal.plan.trial_boot.is_none() {
+        return Stage::Migrated;
+    }
+    if journal.committed.is_some() {
+        return Stage::Committed;
+    }
+    // A one-shot boot of a new drive that was passed over starts the SD
+    // card with the trial flag still set: that is not the trial.
+    if facts.in_trial_boot && facts.on_old_root.is_none() {
+        return Stage::InTrial;
+    }
+    match latest_outcome(facts, journal) {
+        // The SD card's system, booted again after a committed trial.
+        Some(outcome) if outcome.outcome.committed() => Stage::Committed,
+        Some(_) => Stage::TrialFailed,
+        // pimigrate rebooted into the trial, and the SD card's root runs:
+        // the trial is over. (Not by the clock alone: a Pi 4 without the
+        // network may start its boot with an older time than the last.)
+        None if facts.on_old_root.is_some() && journal.trial_requested.is_some() => {
+            Stage::TrialDidNotComeUp
+        }
+        None => Stage::TrialPending,
+    }
+}
+
+/// The migration wrote all it writes, or this system runs its target.
+fn finished(facts: &Facts, journal: &Journal) -> bool {
+    journal.is_done(Step::SourceBootEdited) || facts.runs_target
+}
+
+/// The trial's record, when it is about the journal's latest trial.
+fn latest_outcome<'a>(facts: &'a Facts, journal: &Journal) -> Option<&'a TrialOutcome> {
+    facts.outcome.as_ref().filter(|o| o.is_about(journal))
+}
+
+/// The migration's target, as its plan names it.
+fn target_of(journal: &Journal) -> String {
+    journal.plan.target.path.display().to_string()
+}
+
+/// What `status` says at a stage.
+#[derive(Debug, Default)]
+struct Words {
+    headline: Option<String>,
+    lines: Vec<String>,
+    /// Worth saying at login.
+    news: bool,
+}
+
+impl Words {
+    /// A headline worth saying at login, and no more lines.
+    fn news(headline: String) -> Words {
+        Words {
+            headline: Some(headline),
+            lines: Vec::new(),
+            news: true,
+        }
+    }
+}
+
+/// The words for `stage`, which [`stage`] decided from the same `facts`.
+fn words(stage: Stage, facts: &Facts) -> Words {
+    let Some(journal) = &facts.journal else {
+        return match stage {
+            Stage::Running => Words::news("a pimigrate command is running now".into()),
+            _ => Words::default(),
+        };
+    };
+    let said = Said::new(stage, facts, journal);
+    // Each `None` below is a stage that [`stage`] does not decide from
+    // these facts.
+    match stage {
+        Stage::None => None,
+        Stage::Running => Some(said.running()),
+        Stage::Stopped => Some(said.stopped()),
+        Stage::Migrated => Some(said.migrated()),
+        Stage::Committed => match journal.committed {
+            Some(at) => Some(said.committed(at)),
+            None => said.outcome.map(|o| said.committed_then_back(o)),
+        },
+        Stage::InTrial => Some(said.in_trial()),
+        Stage::TrialFailed => said.outcome.map(|o| said.trial_failed(o)),
+        Stage::TrialDidNotComeUp => journal
+            .trial_requested
+            .map(|asked| said.did_not_come_up(asked)),
+        Stage::TrialPending => Some(said.pending()),
+    }
+    .unwrap_or_default()
+}
+
+/// What the words of a migration's stages are made from: its journal,
+/// and the facts around it.
+struct Said<'a> {
+    facts: &'a Facts,
+    journal: &'a Journal,
+    target: String,
+    /// The trial's record, when it is about the latest trial.
+    outcome: Option<&'a TrialOutcome>,
+    /// How long the SD card's system took to come back from it.
+    back: Option<TrialReturn>,
+}
+
+impl<'a> Said<'a> {
+    fn new(stage: Stage, facts: &'a Facts, journal: &'a Journal) -> Said<'a> {
+        Said {
+            facts,
+            journal,
+            target: target_of(journal),
+            outcome: latest_outcome(facts, journal),
+            back: trial_return(stage, facts, journal),
+        }
+    }
+
+    /// The lines that say a failed trial came back only after a reset
+    /// pimigrate did not plan (none when it came back by itself, or when
+    /// it cannot be told).
+    fn unplanned_reset(&self, back: TrialReturn) -> Vec<String> {
+        if back.by_itself {
+            return Vec::new();
+        }
+        let mut lines = vec![format!(
+            "a failed trial's own resets bring the SD card's system back within {} s; this took longer, so \
+             the trial stopped where none of them reached and someone power-cycled the Pi (or the Pi was \
+             started again since)",
+            back.within_seconds
+        )];
+        let unbounded = self
+            .journal
+            .plan
+            .trial_boot
+            .as_ref()
+            .and_then(|t| t.guard.as_ref())
+            .and_then(|g| g.unbounded.as_deref());
+        if let Some(unbounded) = unbounded {
+            lines.push(format!("the plan said so: {unbounded}"));
+        }
+        lines
+    }
+
+    fn last_step(&self) -> &'static str {
+        self.journal
+            .done
+            .iter()
+            .max()
+            .map(|s| s.name())
+            .unwrap_or("nothing written yet")
+    }
+
+    fn updated(&self) -> String {
+        when(self.journal.updated)
+    }
+
+    /// How to start the trial (again).
+    fn retry(&self) -> &'static str {
+        match self
+            .journal
+            .plan
+            .bootloader
+            .as_ref()
+            .is_some_and(|b| b.trial == Some(crate::plan::TrialRoute::Device))
+        {
+            true => "sudo pimigrate migrate --resume --reboot",
+            false => "sudo reboot \"0 tryboot\"",
+        }
+    }
+
+    fn auto_commit(&self) -> bool {
+        let trial = self.journal.plan.trial_boot.as_ref();
+        trial
+            .and_then(|t| t.guard.as_ref())
+            .is_some_and(|g| g.auto_commit)
+    }
+
+    fn running(&self) -> Words {
+        let (target, last_step) = (&self.target, self.last_step());
+        let mut words = Words::news(match finished(self.facts, self.journal) {
             false => format!("pimigrate is migrating to {target} right now (so far: {last_step})"),
             true => format!("pimigrate is running now (the migration to {target} is done; a check, commit or sync runs)"),
         });
-        if let Some(log) = &facts.log {
-            status
+        if let Some(log) = &self.facts.log {
+            words
                 .lines
                 .push(format!("follow it: tail -f {}", log.display()));
         }
-        return status;
+        words
     }
-    if !complete {
-        status.stage = Stage::Stopped;
-        status.news = true;
-        let ended = match &facts.log_end {
+
+    fn stopped(&self) -> Words {
+        let (target, last_step) = (&self.target, self.last_step());
+        let ended = match &self.facts.log_end {
             Some(LogEnd::Error(error)) => format!("it failed: {error}"),
             Some(LogEnd::Open) => {
                 "its log ends without an end: it was killed, or the power went".to_string()
             }
             _ => "it was interrupted".to_string(),
         };
-        status.headline = Some(format!(
+        let mut words = Words::news(format!(
             "the migration to {target} stopped before it finished (done: {last_step}); {ended}"
         ));
-        status.lines.push(
-            "`sudo pimigrate migrate --resume` carries on; `sudo pimigrate rollback` undoes it; \
-             the SD card boots as before meanwhile"
-                .into(),
-        );
-        log_line(&mut status);
-        return status;
+        // Where the Pi stands, as a failed migrate said it; a run that
+        // was killed may have been writing the SD card's boot files when
+        // the journal names what it would write there.
+        let standing = crate::apply::standing::after_a_stop(self.journal);
+        words.lines.push(standing.pi);
+        words.lines.push(standing.next);
+        if let Some(log) = &self.facts.log {
+            words.lines.push(format!("its log: {}", log.display()));
+        }
+        words
     }
-    let Some(trial) = &journal.plan.trial_boot else {
-        status.stage = Stage::Migrated;
-        status.news =
-            facts.now.saturating_sub(journal.updated) < NEWS_FOR_SECONDS && !facts.runs_target;
-        status.headline = Some(match (facts.runs_target, &facts.on_old_root) {
-            (true, _) => format!("migrated to {target} at {}; this system runs from it", when(journal.updated)),
-            (false, Some(old)) if facts.booted.is_some_and(|b| b > journal.updated) => format!(
-                "migrated to {target} at {}, but this boot runs the SD card's root {old}: `sudo pimigrate verify` says why",
-                when(journal.updated)
+
+    fn migrated(&self) -> Words {
+        let (facts, target, updated) = (self.facts, &self.target, self.updated());
+        let rebooted_since = facts.booted.is_some_and(|b| b > self.journal.updated);
+        let headline = match (facts.runs_target, &facts.on_old_root) {
+            (true, _) => format!("migrated to {target} at {updated}; this system runs from it"),
+            (false, Some(old)) if rebooted_since => format!(
+                "migrated to {target} at {updated}, but this boot runs the SD card's root {old}: `sudo pimigrate verify` says why"
             ),
-            _ => format!("migrated to {target} at {}; reboot to start it", when(journal.updated)),
-        });
-        return status;
-    };
-    let auto = trial.guard.as_ref().is_some_and(|g| g.auto_commit);
-    // The trial's record, when it is about the latest trial.
-    let outcome = facts.outcome.as_ref().filter(|o| o.is_about(journal));
-    status.trial = outcome.cloned();
-    if let Some(at) = journal.committed {
-        status.stage = Stage::Committed;
-        status.news = facts.now.saturating_sub(at) < NEWS_FOR_SECONDS;
-        let how = match outcome {
-            Some(o) if o.outcome.committed() => " by itself (--auto-commit: every check passed)",
+            _ => format!("migrated to {target} at {updated}; reboot to start it"),
+        };
+        Words {
+            news: facts.now.saturating_sub(self.journal.updated) < NEWS_FOR_SECONDS
+                && !facts.runs_target,
+            ..Words::news(headline)
+        }
+    }
+
+    fn committed(&self, at: u64) -> Words {
+        let how = match self.outcome {
+            // Every commit leaves a record; the trial's own check, only
+            // with --auto-commit.
+            Some(o) if o.outcome.committed() && self.auto_commit() => {
+                " by itself (--auto-commit: every check passed)"
+            }
             _ => "",
         };
-        status.headline = Some(format!(
-            "the trial of {target} came up and was committed at {}{how}",
-            when(at)
-        ));
-        return status;
+        Words {
+            news: self.facts.now.saturating_sub(at) < NEWS_FOR_SECONDS,
+            ..Words::news(format!(
+                "the trial of {} came up and was committed at {}{how}",
+                self.target,
+                when(at)
+            ))
+        }
     }
-    // A one-shot boot of a new drive that was passed over starts the SD
-    // card with the trial flag still set: that is not the trial.
-    if facts.in_trial_boot && facts.on_old_root.is_none() {
-        status.stage = Stage::InTrial;
-        status.news = true;
-        status.headline = Some(match auto {
+
+    /// The SD card's system, booted again after a committed trial.
+    fn committed_then_back(&self, outcome: &TrialOutcome) -> Words {
+        Words::news(format!(
+            "the trial of {} came up and was committed at {}; this boot runs the SD card's system again",
+            self.target,
+            when(outcome.at)
+        ))
+    }
+
+    fn in_trial(&self) -> Words {
+        let target = &self.target;
+        Words::news(match self.auto_commit() {
             true => format!(
                 "this is the trial boot of {target}: it checks itself once up, then commits or goes back to the SD card"
             ),
             false => format!(
                 "this is the trial boot of {target}: `sudo pimigrate verify --commit` makes it permanent"
             ),
-        });
-        return status;
+        })
     }
-    let retry = match journal
-        .plan
-        .bootloader
-        .as_ref()
-        .is_some_and(|b| b.trial == Some(crate::plan::TrialRoute::Device))
-    {
-        true => "sudo pimigrate migrate --resume --reboot",
-        false => "sudo reboot \"0 tryboot\"",
-    };
-    if let Some(outcome) = outcome {
-        if outcome.outcome.committed() {
-            // The SD card's system, booted again after a committed trial.
-            status.stage = Stage::Committed;
-            status.news = true;
-            status.headline = Some(format!(
-                "the trial of {target} came up and was committed at {}; this boot runs the SD card's system again",
-                when(outcome.at)
-            ));
-            return status;
-        }
-        status.stage = Stage::TrialFailed;
-        status.news = true;
-        let back = match &facts.on_old_root {
-            Some(_) => "; the Pi is back on the SD card",
-            None => "",
+
+    fn trial_failed(&self, outcome: &TrialOutcome) -> Words {
+        let (target, at, reason) = (&self.target, when(outcome.at), &outcome.reason);
+        let headline = match (&self.facts.on_old_root, self.back) {
+            (Some(_), Some(back)) if !back.by_itself => format!(
+                "the trial of {target} came up at {at} but {reason}, and the Pi came back to the SD card only \
+                 after a reset pimigrate did not plan (most likely a power cycle), {} s after the trial reboot; \
+                 nothing was committed",
+                back.after_seconds
+            ),
+            (Some(_), _) => format!(
+                "the trial of {target} came up at {at} but {reason}: it rebooted without committing; the Pi is \
+                 back on the SD card; nothing was committed"
+            ),
+            (None, _) => format!(
+                "the trial of {target} came up at {at} but {reason}: it rebooted without committing; nothing \
+                 was committed"
+            ),
         };
-        status.headline = Some(format!(
-            "the trial of {target} came up at {} but {}: it rebooted without committing{back}; nothing was committed",
-            when(outcome.at),
-            outcome.reason
-        ));
-        status
+        let mut words = Words::news(headline);
+        words
             .lines
             .extend(outcome.details.iter().map(|d| format!("  {d}")));
-        status.lines.push(format!(
-            "fix what it names and try again ({retry}), or undo the migration: sudo pimigrate rollback"
+        if let Some(back) = self.back {
+            words.lines.extend(self.unplanned_reset(back));
+        }
+        words.lines.push(format!(
+            "fix what it names and try again ({}), or undo the migration: sudo pimigrate rollback",
+            self.retry()
         ));
-        return status;
+        words
     }
-    let rebooted_since = facts.booted.is_some_and(|b| b > journal.updated);
-    match (&facts.on_old_root, journal.trial_requested, rebooted_since) {
-        // pimigrate rebooted into the trial, and the SD card's root runs:
-        // the trial is over. (Not by the clock alone: a Pi 4 without the
-        // network may start its boot with an older time than the last.)
-        (Some(_), Some(asked), _) => {
-            status.stage = Stage::TrialDidNotComeUp;
-            status.news = true;
-            let after = facts
-                .booted
-                .filter(|&b| b > asked)
-                .map(|b| format!(" {} s after the trial reboot at {}", b - asked, when(asked)))
-                .unwrap_or_else(|| format!(" after the trial reboot at {}", when(asked)));
-            status.headline = Some(format!(
-                "the trial of {target} did not come up: the Pi was back on the SD card{after}, and nothing \
-                 was committed"
-            ));
-            status.lines.push(format!(
-                "the trial left no record, so it ended before its system was up: the kernel or the initramfs \
-                 found no root within its bound, a kernel panic, a boot that did not reach its target within \
-                 {TRIAL_BOOT_DEADLINE_SECONDS} s, or a power cut"
-            ));
-            status.lines.push(match facts.target_attached {
-                true => format!("{target} is attached now: `sudo pimigrate verify` and `dmesg` may say more"),
-                false => format!(
-                    "{target} is not attached now: most likely the trial found no root (a cable, the power of a \
-                     bus-powered drive)"
-                ),
-            });
-            status.lines.push(format!(
-                "try again once it is seen by `pimigrate devices` ({retry}), or undo: sudo pimigrate rollback"
-            ));
+
+    /// No record of the trial asked for at `asked`, and the SD card's root
+    /// runs.
+    fn did_not_come_up(&self, asked: u64) -> Words {
+        let (target, retry, at) = (&self.target, self.retry(), when(asked));
+        let headline = match (self.back, self.facts.booted.filter(|&b| b > asked)) {
+            (Some(back), _) if back.by_itself => format!(
+                "the trial of {target} did not come up: the Pi came back to the SD card by itself, {} s after \
+                 the trial reboot at {at}, and nothing was committed",
+                back.after_seconds
+            ),
+            (Some(back), _) => format!(
+                "the trial of {target} did not come up, and the Pi came back to the SD card only after a reset \
+                 pimigrate did not plan (most likely a power cycle), {} s after the trial reboot at {at}; \
+                 nothing was committed",
+                back.after_seconds
+            ),
+            // A trial without a guard (an older plan): the time alone.
+            (None, Some(booted)) => format!(
+                "the trial of {target} did not come up: the Pi was back on the SD card {} s after the trial \
+                 reboot at {at}, and nothing was committed",
+                booted - asked
+            ),
+            (None, None) => format!(
+                "the trial of {target} did not come up: the Pi was back on the SD card after the trial reboot \
+                 at {at}, and nothing was committed"
+            ),
+        };
+        let mut words = Words::news(headline);
+        if let Some(back) = self.back {
+            words.lines.extend(self.unplanned_reset(back));
         }
-        (Some(old), None, true) => {
-            status.stage = Stage::TrialPending;
-            status.news = true;
-            status.headline = Some(format!(
-                "migrated to {target} at {}; this boot runs the SD card's root {old}: the trial has not run, or did \
-                 not come up",
-                when(journal.updated)
-            ));
-            status.lines.push(format!(
-                "start the trial: {retry}; `sudo pimigrate verify` says more"
-            ));
-        }
-        _ if facts.runs_target => {
-            status.stage = Stage::TrialPending;
-            status.news = true;
-            status.headline = Some(format!(
+        words.lines.push(format!(
+            "the trial left no record, so it ended before its system was up or without its root: the kernel \
+             or the initramfs found no root within its bound, a kernel panic, the new drive gone from under \
+             it, a boot that did not reach its target within {TRIAL_BOOT_DEADLINE_SECONDS} s, or a power cut"
+        ));
+        words.lines.push(match self.facts.target_attached {
+            true => format!("{target} is attached now: `sudo pimigrate verify` and `dmesg` may say more"),
+            false => format!(
+                "{target} is not attached now: most likely the trial found no root (a cable, the power of a \
+                 bus-powered drive)"
+            ),
+        });
+        words.lines.push(format!(
+            "try again once it is seen by `pimigrate devices` ({retry}), or undo: sudo pimigrate rollback"
+        ));
+        words
+    }
+
+    fn pending(&self) -> Words {
+        let (facts, target, retry) = (self.facts, &self.target, self.retry());
+        let rebooted_since = facts.booted.is_some_and(|b| b > self.journal.updated);
+        match &facts.on_old_root {
+            // No trial was asked for (else it did not come up).
+            Some(old) if rebooted_since => {
+                let mut words = Words::news(format!(
+                    "migrated to {target} at {}; this boot runs the SD card's root {old}: the trial has not run, or did \
+                     not come up",
+                    self.updated()
+                ));
+                words.lines.push(format!(
+                    "start the trial: {retry}; `sudo pimigrate verify` says more"
+                ));
+                words
+            }
+            _ if facts.runs_target => Words::news(format!(
                 "this system runs from {target}, and its trial is not committed: sudo pimigrate verify --commit"
-            ));
-        }
-        _ => {
-            status.stage = Stage::TrialPending;
-            status.news = true;
-            status.headline = Some(format!(
+            )),
+            _ => Words::news(format!(
                 "migrated to {target} at {}; the trial boot is next: {retry}{}",
-                when(journal.updated),
-                match auto {
+                self.updated(),
+                match self.auto_commit() {
                     true => " (it checks and commits itself)",
                     false => "",
                 }
-            ));
+            )),
         }
     }
-    status
 }
 
-/// `pimigrate status` as text: the headline, then the lines.
+/// `pimigrate status` as text: the headline, then the lines, then what
+/// drifted since the move, each with its fix.
 pub fn text(status: &Status) -> String {
     let mut out = String::new();
     match &status.headline {
@@ -397,23 +700,78 @@ pub fn text(status: &Status) -> String {
         out.push_str(line);
         out.push('\n');
     }
+    if status.checks.is_empty() {
+        return out;
+    }
+    let drifted = drifted(&status.checks);
+    if drifted.is_empty() {
+        out.push_str(&format!(
+            "after the move: nothing drifted ({} checks; `pimigrate status --check` lists them)\n",
+            status.checks.len()
+        ));
+        return out;
+    }
+    out.push_str(&format!(
+        "after the move: {}\n",
+        check::count(&status.checks)
+    ));
+    for finding in drifted {
+        out.push_str(&format!(
+            "  {} {}\n",
+            check::mark(finding.level),
+            finding.message
+        ));
+        for step in &finding.fix {
+            out.push_str(&format!("      {step}\n"));
+        }
+    }
     out
 }
 
-/// The login message: only news, prefixed so a person sees whose it is.
-pub fn login_text(status: &Status) -> String {
-    match (&status.headline, status.news) {
-        (Some(headline), true) => {
-            let mut out = format!("pimigrate: {headline}\n");
-            for line in &status.lines {
-                out.push_str(&format!("pimigrate: {line}\n"));
-            }
-            out.push_str("pimigrate: more with `pimigrate status`\n");
-            out
-        }
-        _ => String::new(),
-    }
+/// The findings that count and are not ok, failures first.
+fn drifted(checks: &[Finding]) -> Vec<&Finding> {
+    let mut out: Vec<&Finding> = checks.iter().filter(|c| c.counts() > Level::Ok).collect();
+    out.sort_by_key(|c| std::cmp::Reverse(c.level));
+    out
 }
+
+/// The login message: only news, prefixed so a person sees whose it is:
+/// the stage when it is news, then each drift since the move with its
+/// first step.
+pub fn login_text(status: &Status) -> String {
+    let mut out = String::new();
+    if let (Some(headline), true) = (&status.headline, status.stage_news) {
+        out.push_str(&format!("pimigrate: {headline}\n"));
+        for line in &status.lines {
+            out.push_str(&format!("pimigrate: {line}\n"));
+        }
+    }
+    let drifted = drifted(&status.checks);
+    if !drifted.is_empty() {
+        out.push_str(&format!(
+            "pimigrate: the move to {} has drifted: {}\n",
+            status.target.as_deref().unwrap_or("the new drive"),
+            check::count(&status.checks)
+        ));
+        for finding in drifted {
+            out.push_str(&format!(
+                "pimigrate: {} {}\n",
+                check::mark(finding.level),
+                finding.message
+            ));
+            if let Some(step) = finding.fix.first() {
+                out.push_str(&format!("pimigrate:   fix: {step}\n"));
+            }
+        }
+    }
+    if !out.is_empty() {
+        out.push_str("pimigrate: more with `pimigrate status`\n");
+    }
+    out
+}
+
+pub mod check;
+pub mod timer;
 
 #[cfg(test)]
 mod tests;

@@ -132,7 +132,7 @@ fn an_empty_mount_point_left_by_a_killed_run_with_the_same_pid_is_reused() {
         return;
     }
     // The test binary's pid is the one the mount point will be named after.
-    let leftover = std::path::Path::new(pimigrate::apply::mount::RUN_DIR)
+    let leftover = std::path::Path::new(pimigrate::system::mounts::RUN_DIR)
         .join(format!("test-leftover-{}", std::process::id()));
     std::fs::create_dir_all(&leftover).unwrap();
     let source = tempfile::tempdir_in("/var/tmp").unwrap();

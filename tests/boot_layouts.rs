@@ -142,7 +142,7 @@ fn resize_hooks_are_left_out_of_the_new_command_line_and_said_so() {
             // trial that does not come up (this tree has no kernel to
             // read a version from: no rootwait=SECONDS).
             let expected = match args == ["--trial", "always"] {
-                true => format!("{expected} panic=10 pimigrate.trial=1"),
+                true => format!("{expected} panic=10 systemd.crash_reboot=1 pimigrate.trial=1"),
                 false => expected,
             };
             assert_eq!(new, expected, "{hook} {args:?}");

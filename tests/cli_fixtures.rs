@@ -699,6 +699,86 @@ fn human_plan_shows_table_commands_and_diffs() {
     assert!(brief.lines().count() <= 3, "{brief}");
 }
 
+/// What the new drive gets beyond the copy (issue 45), as the plan's text
+/// and JSON say it: the Pi 4's SSD behind a uas bridge whose VPD pages
+/// report UNMAP gets a udev rule, shown as an added file; `--no-trim`
+/// leaves it out; `--usb-quirk` puts the quirk on the new command line;
+/// the Pi 5's NVMe drive takes discards by itself; the Pi 3's usb-storage
+/// disk could not be asked, and no rule is written.
+#[test]
+fn the_plan_says_what_the_new_drive_gets_after_the_move() {
+    let args = ["plan", "--target", "/dev/sda", "--seed", "7"];
+    let text = stdout(&on_fixture("pi4", &args));
+    for expected in [
+        "\nAfter the move\n  TRIM: the bridge 174c:55aa passes UNMAP; a udev rule for it on the new root",
+        "  The rule, would be written onto the new root (--no-trim leaves it out):\n    --- /dev/null\n    +++ b/etc/udev/rules.d/60-pimigrate-trim-174c-55aa.rules\n",
+        "    +ACTION==\"change\", SUBSYSTEM==\"scsi_disk\", ATTRS{idVendor}==\"174c\", ATTRS{idProduct}==\"55aa\", ATTR{provisioning_mode}=\"unmap\"",
+        "  USB bridge 174c:55aa runs on uas.\n",
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in\n{text}");
+    }
+    let value = plan("pi4", &["--target", "/dev/sda"]);
+    let trim = &value["after_move"]["trim"];
+    assert_eq!(trim["decision"]["verdict"], "switch-on", "{trim:#}");
+    assert_eq!(trim["decision"]["rule"]["discard_max_bytes"], 1u64 << 30);
+    assert_eq!(
+        trim["rule"]["path"],
+        "/etc/udev/rules.d/60-pimigrate-trim-174c-55aa.rules"
+    );
+    assert_eq!(trim["consent"], true);
+    let quirk = &value["after_move"]["usb_quirk"];
+    assert_eq!(quirk["bridge"], "174c:55aa");
+    assert_eq!(quirk["offered"], false);
+    assert_eq!(quirk["argument"], "usb-storage.quirks=174c:55aa:u");
+    assert!(value["after_move"]["power"]["usb_boot_current"]["verdict"] == "not-applicable");
+
+    let no_trim = plan("pi4", &["--target", "/dev/sda", "--no-trim"]);
+    assert_eq!(no_trim["after_move"]["trim"]["rule"], Value::Null);
+    let text = stdout(&on_fixture("pi4", &[&args[..], &["--no-trim"]].concat()));
+    assert!(
+        text.contains("--no-trim: no rule is written, and TRIM stays off"),
+        "{text}"
+    );
+    assert!(!text.contains("+++ b/etc/udev"), "{text}");
+
+    let quirk = plan(
+        "pi4",
+        &["--target", "/dev/sda", "--usb-quirk", "--no-trial"],
+    );
+    let (_, added) = changed_lines(edit(&quirk, "source-boot")["diff"].as_str().unwrap());
+    assert!(
+        added[0].ends_with(" usb-storage.quirks=174c:55aa:u"),
+        "{added:?}"
+    );
+
+    let nvme = plan("pi5", &["--target", "/dev/nvme0n1", "--layout", "full"]);
+    assert_eq!(
+        nvme["after_move"]["trim"]["decision"]["verdict"],
+        "already-on"
+    );
+    assert_eq!(nvme["after_move"]["trim"]["rule"], Value::Null);
+    assert_eq!(nvme["after_move"]["usb_quirk"], Value::Null);
+    assert_eq!(
+        refused(
+            "pi5",
+            &[
+                "--target",
+                "/dev/nvme0n1",
+                "--layout",
+                "full",
+                "--usb-quirk"
+            ]
+        ),
+        ["usb-quirk-unavailable"]
+    );
+
+    let hdd = plan("pi3b", &["--target", "/dev/sda"]);
+    let trim = &hdd["after_move"]["trim"];
+    assert_eq!(trim["decision"]["verdict"], "cannot", "{trim:#}");
+    assert_eq!(trim["decision"]["why"]["reason"], "vpd-not-read");
+    assert_eq!(trim["rule"], Value::Null);
+}
+
 #[test]
 fn quiet_and_verbose_change_how_much_is_said() {
     // -q: devices leaves out the system summary, keeps the disks.

@@ -18,8 +18,8 @@ fn parse(args: &[&str]) -> Cli {
 /// The trial choice `plan`, `migrate` or `wizard` read from `args`.
 fn trial(args: &[&str]) -> Option<TrialChoice> {
     match parse(args).command.unwrap() {
-        Command::Plan(plan) => Some(plan.options().trial),
-        Command::Migrate(migrate) => Some(migrate.plan.options().trial),
+        Command::Plan(plan) => Some(plan.options("plan").unwrap().trial),
+        Command::Migrate(migrate) => Some(migrate.plan.options("migrate").unwrap().trial),
         Command::Wizard(wizard) => wizard.settings().trial,
         other => panic!("not plan, migrate or wizard: {other:?}"),
     }
@@ -133,24 +133,16 @@ fn help_of(path: &[&str]) -> String {
     sub.render_long_help().to_string()
 }
 
-/// The test-only flags are in no `--help` and no man page, and they still
-/// work (the tests use them).
+/// The test-only flags are in no `--help` (nor in the man pages, made
+/// from the same definition: xtask/tests/) and they still work (the tests
+/// use them).
 #[test]
 fn test_only_flags_are_hidden_but_work() {
-    let mut pages = vec![(
-        "pimigrate".to_string(),
-        help_of(&[]),
-        String::from_utf8(pimigrate::assets::man_page().unwrap()).unwrap(),
-    )];
-    for (file, page) in pimigrate::assets::subcommand_man_pages().unwrap() {
-        let name = file
-            .trim_start_matches("pimigrate-")
-            .trim_end_matches(".1")
-            .to_string();
-        let help = help_of(&[name.as_str()]);
-        pages.push((name, help, String::from_utf8(page).unwrap()));
+    let mut helps = vec![("pimigrate".to_string(), help_of(&[]))];
+    for name in pimigrate::exit::COMMANDS {
+        helps.push((name.to_string(), help_of(&[name])));
     }
-    for (name, help, man) in &pages {
+    for (name, help) in &helps {
         for flag in TEST_ONLY {
             // `devices --all` (loop and ram devices) is for people.
             if flag == "all" && name == "devices" {
@@ -164,11 +156,6 @@ fn test_only_flags_are_hidden_but_work() {
             assert!(
                 !help.contains(&format!("--{flag}\n")),
                 "{name} --help shows --{flag}"
-            );
-            let roff = format!("\\-\\-{}", flag.replace('-', "\\-"));
-            assert!(
-                !man.contains(&format!("{roff}\\fR")) && !man.contains(&format!("{roff} ")),
-                "the man page of {name} shows --{flag}"
             );
         }
     }
@@ -224,17 +211,17 @@ fn one_value_name_for_one_kind_of_value() {
         ("runtime", "SECS"),
         ("stall_timeout", "SECS"),
         ("target", "DEV"),
-        ("to", "DEV"),
         ("trial", "WHEN"),
     ] {
         assert_eq!(seen.get(flag).map(String::as_str), Some(value), "--{flag}");
     }
 }
 
-/// Every command's `--help` and man page end with its rows of the one
-/// exit-status table, 130 among them; `pimigrate --help` has all of it.
+/// Every command's `--help` ends with its rows of the one exit-status
+/// table, 130 among them; `pimigrate --help` has all of it. (The man
+/// pages' EXIT STATUS: xtask/tests/.)
 #[test]
-fn every_help_and_man_page_has_the_exit_table() {
+fn every_help_has_the_exit_table() {
     // Hidden subcommands (what a trial boot's own units run) are not for
     // people and have no help page.
     let names: Vec<String> = Cli::command()
@@ -247,7 +234,6 @@ fn every_help_and_man_page_has_the_exit_table() {
         pimigrate::exit::COMMANDS,
         "exit::COMMANDS is out of date"
     );
-    let pages = pimigrate::assets::subcommand_man_pages().unwrap();
     for name in &names {
         let help = help_of(&[name.as_str()]);
         let table = pimigrate::exit::help_text(Some(name));
@@ -256,24 +242,8 @@ fn every_help_and_man_page_has_the_exit_table() {
             "{name} --help lacks\n{table}\nin\n{help}"
         );
         assert!(table.contains("\n  130  "), "{name}: {table}");
-        let page = pages
-            .iter()
-            .find(|(file, _)| file == &format!("pimigrate-{name}.1"))
-            .unwrap();
-        let page = String::from_utf8_lossy(&page.1);
-        assert!(
-            page.contains(&pimigrate::exit::roff(Some(name))),
-            "{name}(1)"
-        );
-        assert!(
-            !page.contains(".SH EXTRA"),
-            "{name}(1) has clap's EXTRA section"
-        );
     }
     assert!(help_of(&[]).contains(&pimigrate::exit::help_text(None)));
-    let top = String::from_utf8(pimigrate::assets::man_page().unwrap()).unwrap();
-    assert!(top.contains(&pimigrate::exit::roff(None)));
-    assert_eq!(top.matches(".SH \"EXIT STATUS\"").count(), 1);
     // The binary prints it too, after the options.
     let output = pimigrate().args(["verify", "--help"]).output().unwrap();
     assert!(stdout(&output).contains(&pimigrate::exit::help_text(Some("verify"))));
@@ -286,4 +256,127 @@ fn verify_says_that_commit_writes() {
     let verify = command.find_subcommand("verify").unwrap();
     let about = verify.get_about().unwrap().to_string();
     assert!(about.contains("--commit writes"), "{about}");
+}
+
+/// The disk a command writes is `--target` in every command that writes
+/// one; sync's old `--to` is the same flag (shown as its alias), and its
+/// old `--fresh` is `--erase`, which `recommend --fresh` (measure again)
+/// no longer shares a name with.
+#[test]
+fn the_disk_to_write_is_target_everywhere_and_old_spellings_still_work() {
+    let command = Cli::command();
+    for name in ["plan", "migrate", "wizard", "sync"] {
+        let sub = command.find_subcommand(name).unwrap();
+        let target = sub
+            .get_arguments()
+            .find(|a| a.get_id() == "target")
+            .unwrap_or_else(|| panic!("{name} has no --target"));
+        assert_eq!(target.get_long(), Some("target"), "{name}");
+        assert!(
+            sub.get_arguments().all(|a| a.get_long() != Some("to")),
+            "{name}: --to is a flag of its own"
+        );
+    }
+    let sync = |args: &[&str]| match parse(args).command.unwrap() {
+        Command::Sync(sync) => sync,
+        other => panic!("not sync: {other:?}"),
+    };
+    for spelling in [
+        &["sync", "--target", "/dev/sdb", "--erase"][..],
+        &["sync", "--to", "/dev/sdb", "--erase"],
+        &["sync", "--to", "/dev/sdb", "--fresh"],
+        &["sync", "--target=/dev/sdb", "--fresh"],
+    ] {
+        let args = sync(spelling);
+        assert_eq!(
+            args.target.as_deref(),
+            Some(std::path::Path::new("/dev/sdb")),
+            "{spelling:?}"
+        );
+        assert!(args.erase, "{spelling:?}");
+        let request = args.request();
+        assert!(request.erase && request.target.is_some(), "{spelling:?}");
+    }
+    let help = help_of(&["sync"]);
+    assert!(help.contains("[alias: --to]"), "{help}");
+    assert!(help.contains("--erase"), "{help}");
+    assert!(
+        !help.contains("--fresh"),
+        "sync --help teaches --fresh:\n{help}"
+    );
+    // `recommend --fresh` keeps its one meaning.
+    assert!(help_of(&["recommend"]).contains("--fresh"));
+}
+
+/// Wrong invocations, a few of every command's: each exits 2 (a usage
+/// error, not 1), names the argument that is wrong or missing, and shows
+/// the command's own usage line, not the top-level one. Run as a normal
+/// user would run them, off a terminal (stdin is not one here): no usage
+/// error waits for root or reads the system first.
+#[test]
+fn wrong_invocations_exit_2_name_the_argument_and_show_the_commands_usage() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["plan"], "--target"),
+        (
+            &["plan", "--layout", "sideways", "--target", "/dev/sda"],
+            "--layout",
+        ),
+        (&["plan", "--target"], "--target"),
+        (&["migrate"], "--target"),
+        (&["migrate", "--yes"], "--target"),
+        (&["migrate", "--dry-run", "--resume"], "--resume"),
+        (
+            &[
+                "migrate",
+                "--target",
+                "/dev/sda",
+                "--trial=always",
+                "--no-trial",
+            ],
+            "--no-trial",
+        ),
+        (&["wizard", "--yes"], "--target"),
+        (&["wizard"], "--yes"),
+        (&["--json", "wizard"], "--json"),
+        (
+            &["wizard", "--json", "--yes", "--target", "/dev/sda"],
+            "--json",
+        ),
+        (&["wizard", "--quick", "--no-bench"], "--no-bench"),
+        (&["sync", "--erase"], "--target"),
+        (&["sync", "--fresh"], "--target"),
+        (
+            &["sync", "--install-timer", "daily", "--target", "/dev/sdb"],
+            "--target",
+        ),
+        (&["sync", "--remove-timer", "--dry-run"], "--dry-run"),
+        (&["sync", "--stall-timeout", "0"], "--stall-timeout"),
+        (&["recommend", "--reuse", "--fresh"], "--fresh"),
+        (&["recommend", "--runtime", "soon"], "--runtime"),
+        (&["bench", "--yes"], "--destructive"),
+        (&["bench", "--size", "lots"], "--size"),
+        (&["verify", "--quick", "--no-bench"], "--no-bench"),
+        (&["rollback", "--force"], "--force"),
+        (&["devices", "--target", "/dev/sda"], "--target"),
+        (&["status", "--login", "extra"], "extra"),
+    ];
+    for (args, named) in cases {
+        let output = pimigrate()
+            .args(*args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let said = stderr(&output);
+        assert_eq!(exit_code(&output), 2, "{args:?}:\n{said}");
+        assert!(
+            said.contains(named),
+            "{args:?} does not name {named}:\n{said}"
+        );
+        let command = args.iter().find(|a| !a.starts_with('-')).unwrap();
+        assert!(
+            said.contains(&format!("Usage: pimigrate {command} ")),
+            "{args:?}: not {command}'s own usage:\n{said}"
+        );
+        assert!(stdout(&output).is_empty(), "{args:?}: {}", stdout(&output));
+    }
 }

@@ -1,9 +1,11 @@
-//! Figures that cannot drift: the blocks of README.md and docs/ that the
-//! code writes (`cargo run --example write-docs`) are what it writes now,
-//! no duration or speed in the pages a Pi owner reads is typed by hand
-//! unless it is someone else's (a specification, a published figure) or
-//! checked here against the file it comes from, and every duration in
-//! `--help` is one the benchmark's definitions give.
+//! What the docs say that the code fixes: every duration in `--help` is
+//! one the benchmark's definitions give, every word of the trial's command
+//! line a page quotes (`rootwait=90`, `panic=10`) is the one the plan
+//! writes, so is the trial's deadline wherever a page gives it, no page a
+//! Pi owner reads names a flag `--help` hides, and every
+//! relative link of README.md and docs/ resolves. The
+//! blocks the code writes into the docs (`cargo xtask write-docs`) are
+//! checked by the tool crate's tests, xtask/tests/docs.rs.
 
 use clap::CommandFactory;
 use pimigrate::bench::suite::{Preset, SuiteParams};
@@ -13,24 +15,6 @@ use std::path::{Path, PathBuf};
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn read(file: &str) -> String {
-    std::fs::read_to_string(root().join(file)).unwrap_or_else(|e| panic!("{file}: {e}"))
-}
-
-#[test]
-fn every_generated_block_is_what_the_code_writes() {
-    for block in pimigrate::docgen::blocks(root()).unwrap() {
-        let doc = read(block.file);
-        let now = pimigrate::docgen::current(&doc, block.name)
-            .unwrap_or_else(|e| panic!("{}: {e:#}", block.file));
-        assert_eq!(
-            now, block.text,
-            "{}'s block {} is not what the code writes: run `cargo run --example write-docs`",
-            block.file, block.name
-        );
-    }
 }
 
 /// Units of time and of speed (Mbit/s is a link's rate, from the USB
@@ -90,172 +74,15 @@ fn figures_are_found() {
     assert!(figures("USB 2 (480 Mbit/s), 1 GiB, x86_64, 100 %, sda1").is_empty());
 }
 
-/// Where a figure written by hand comes from.
-enum Source {
-    /// Somebody else's: a specification, a published measurement, an
-    /// example of output; the reason says which.
-    Theirs(&'static str),
-    /// A value in the code or a script: the file must contain this text,
-    /// so a change there fails here until the page follows.
-    File(&'static str, &'static str),
-    /// The figure as the code computes it now.
-    Code(String),
-}
-
-/// A line of a page that holds figures, found by a phrase of it (so pages
-/// can be rearranged), and where its figures come from.
-struct Known {
-    phrase: &'static str,
-    source: Source,
-}
-
-fn known() -> Vec<Known> {
-    use Source::*;
-    let a1 = SuiteParams::new(Preset::A1, None, None);
-    let quick = SuiteParams::new(Preset::Quick, None, None);
-    vec![
-        Known {
-            phrase: "USB SSD also reads 190-325 MB/s in sequence, a microSD card 41-44 MB/s",
-            source: Theirs("figures published by others, cited as such"),
-        },
-        Known {
-            phrase: "for 10 s each. A card passes (= A1)",
-            source: Theirs("Raspberry Pi's agnostics test, quoted"),
-        },
-        Known {
-            phrase: "with sequential write >= 10,000 KiB/s, random write >= 500 IOPS",
-            source: Theirs("the A1 pass marks of Raspberry Pi's agnostics"),
-        },
-        Known {
-            phrase: "read >= 1,500 IOPS at queue depth 32, sequential write >= 10,000 KiB/s",
-            source: Theirs("the A1 pass marks of Raspberry Pi's agnostics"),
-        },
-        Known {
-            phrase: "`RND4K Q32 write` and `RND4K Q32 read` for 10 s each",
-            source: Code(format!("for {} each", times::duration(a1.runtime_seconds))),
-        },
-        Known {
-            phrase: "(`--runtime` changes the 10 s)",
-            source: Code(format!("the {})", times::duration(a1.runtime_seconds))),
-        },
-        Known {
-            phrase: "capped near 35-40 MB/s (USB 2's known limit, not measured here)",
-            source: Theirs("USB 2's known limit, said to be not measured"),
-        },
-        Known {
-            phrase: "0.6 s). Only when",
-            source: Theirs("arithmetic of an example: 32 I/Os at 50 IOPS"),
-        },
-        Known {
-            phrase: "One run of the script with its defaults (a 512 MiB file, 3 s per test",
-            source: File("scripts/bench-vs-fio.sh", "runtime=${RUNTIME:-3}"),
-        },
-        Known {
-            phrase: "after a 0.6 s ramp, 9 rounds, medians)",
-            // The script's 3 s runtime gets pimigrate's ramp for it.
-            source: Code(format!(
-                "after a {} s ramp",
-                SuiteParams::new(Preset::Standard, Some(3.0), None).ramp_seconds
-            )),
-        },
-        Known {
-            phrase: "How far to trust one run: single 3 s runs",
-            source: File("scripts/bench-vs-fio.sh", "runtime=${RUNTIME:-3}"),
-        },
-        Known {
-            phrase: "the best SEQ1M write (84 % in the run above: 1364.9 MB/s against 1616.6)",
-            source: Theirs(
-                "one run's result, in the table above it that scripts/bench-copy.sh printed",
-            ),
-        },
-        Known {
-            phrase: "the benchmark's 1.5 s quick run",
-            source: Code(format!("{} s quick run", quick.runtime_seconds)),
-        },
-        Known {
-            phrase: "synced 2 h ago, bootable",
-            source: Theirs("an example of what `devices` prints"),
-        },
-        Known {
-            phrase: "a sync started 5 min ago did not finish",
-            source: Theirs("an example of what `devices` prints"),
-        },
-        Known {
-            phrase: "it within 45 s whatever happens) ends the sync with the error naming the",
-            source: File("tests/sync_host.rs", "sleep 45; fsfreeze --unfreeze"),
-        },
-        Known {
-            phrase: "disk within 40 s, the record `failed`",
-            source: File(
-                "tests/sync_host.rs",
-                "recv_timeout(std::time::Duration::from_secs(40))",
-            ),
-        },
-        Known {
-            phrase: "up on its root, which it does after 30 s by itself.",
-            source: Code(format!("{} s", trial_guard::INITRAMFS_ROOT_WAIT_SECONDS)),
-        },
-        Known {
-            phrase: "appear within 90 s, and panics. An older kernel takes `rootwait=` for an",
-            source: Code(format!("{} s", trial_guard::TRIAL_ROOT_WAIT_SECONDS)),
-        },
-        Known {
-            phrase: "within 600 s (`JobTimeoutSec=`, `JobTimeoutAction=reboot-force`), so a",
-            source: Code(format!("{} s", trial_guard::TRIAL_BOOT_DEADLINE_SECONDS)),
-        },
-        Known {
-            phrase: "resets the Pi after 10 s, and so does the initramfs when it gives up",
-            source: Code(format!("{} s", bootloader::TRIAL_PANIC_SECONDS)),
-        },
-        Known {
-            phrase: "gives up on a root device that does not appear within 90 s (rootwait=SECONDS",
-            source: Code(format!("{} s", trial_guard::TRIAL_ROOT_WAIT_SECONDS)),
-        },
-        Known {
-            phrase: "the initramfs waits for the root device by itself, 30 s with initramfs-tools",
-            source: Code(format!("{} s", trial_guard::INITRAMFS_ROOT_WAIT_SECONDS)),
-        },
-        Known {
-            phrase: "the boot must reach its default target within 600 s (JobTimeoutSec=",
-            source: Code(format!("{} s", trial_guard::TRIAL_BOOT_DEADLINE_SECONDS)),
-        },
-        Known {
-            phrase: "6.5 and later; an initramfs gives up by itself after 30 s); in the trial",
-            source: Code(format!("{} s", trial_guard::INITRAMFS_ROOT_WAIT_SECONDS)),
-        },
-        Known {
-            phrase: "the Pi was back on the SD card 85 s after the trial reboot",
-            source: Theirs("an example of what `status` prints"),
-        },
-        Known {
-            phrase: "a boot that did not reach its target within 600 s, or a power cut",
-            source: Code(format!("{} s", trial_guard::TRIAL_BOOT_DEADLINE_SECONDS)),
-        },
-        Known {
-            phrase: "`run_watched` looks every 5 seconds for a",
-            source: File("scripts/test-arm.sh", "sleep 5"),
-        },
-        Known {
-            phrase: "parent's after 60 seconds)",
-            source: File("scripts/test-arm.sh", "stuck_after=60"),
-        },
-    ]
-}
-
-/// The pages a Pi owner or a packager reads: README.md and docs/*.md.
-/// docs/development.md, docs/internals/ and docs/testbed/ describe the
-/// tests and their machinery: their figures are its settings and one
-/// run's measurements, each named by the constant, script or run it is.
+/// The pages a Pi owner or a packager reads: README.md and docs/*.md
+/// (not docs/internals/ nor docs/testbed/, which describe the tests and
+/// their machinery).
 fn pages() -> Vec<PathBuf> {
     let mut pages = vec![root().join("README.md")];
     let mut docs: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "md"))
-        .filter(|p| {
-            let name = p.file_name().unwrap().to_string_lossy();
-            name != "development.md"
-        })
         .collect();
     docs.sort();
     pages.extend(docs);
@@ -263,7 +90,7 @@ fn pages() -> Vec<PathBuf> {
 }
 
 /// Every page of docs/, in its subfolders too (docs/internals/,
-/// docs/testbed/): where a figure named in [`known`] may have moved.
+/// docs/testbed/).
 fn all_docs(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
@@ -275,59 +102,87 @@ fn all_docs(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// The trial's command line bounds its boot with `panic=SECS` and
+/// `rootwait=SECS`: wherever a page quotes one with a number, it is the
+/// number the plan writes. Found by the word itself, so a page's sentences
+/// can be written any way.
 #[test]
-fn no_page_has_a_figure_typed_by_hand() {
-    let known = known();
-    let mut used = vec![false; known.len()];
-    let mut stray = Vec::new();
-    let owners = pages();
-    let mut every = vec![root().join("README.md")];
-    all_docs(&root().join("docs"), &mut every);
-    for page in every {
+fn the_trial_words_a_page_quotes_are_the_plans() {
+    let words = [
+        ("panic=", bootloader::TRIAL_PANIC_SECONDS),
+        ("rootwait=", trial_guard::TRIAL_ROOT_WAIT_SECONDS),
+    ];
+    let mut seen = [0; 2];
+    let mut wrong = Vec::new();
+    for page in pages() {
         let name = page.strip_prefix(root()).unwrap().display().to_string();
-        let text = pimigrate::docgen::without_blocks(&std::fs::read_to_string(&page).unwrap());
+        let text = std::fs::read_to_string(&page).unwrap();
         for (number, line) in text.lines().enumerate() {
-            let found = figures(line);
-            if found.is_empty() {
+            for (index, (word, value)) in words.iter().enumerate() {
+                for (at, _) in line.match_indices(word) {
+                    let digits: String = line[at + word.len()..]
+                        .chars()
+                        .take_while(char::is_ascii_digit)
+                        .collect();
+                    let before = line[..at].chars().next_back();
+                    if digits.is_empty() || before.is_some_and(|c| c.is_alphanumeric()) {
+                        continue;
+                    }
+                    seen[index] += 1;
+                    if digits != value.to_string() {
+                        wrong.push(format!(
+                            "{name}:{}: {word}{digits}, but the plan writes {word}{value}",
+                            number + 1
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    assert!(seen.iter().all(|n| *n > 0), "no page quotes them: {seen:?}");
+}
+
+/// The trial's deadline for reaching its default target is a figure of
+/// the code (`JobTimeoutSec=` in the trial's generator, the status line of
+/// a trial that left no record): wherever a page gives it, next to
+/// `JobTimeoutSec=` or as the target the boot did not reach, it is
+/// [`trial_guard::TRIAL_BOOT_DEADLINE_SECONDS`].
+#[test]
+fn the_trial_deadline_a_page_quotes_is_the_guards() {
+    let deadline = format!("within {} s", trial_guard::TRIAL_BOOT_DEADLINE_SECONDS);
+    let mut seen = 0;
+    let mut wrong = Vec::new();
+    for page in pages() {
+        let name = page.strip_prefix(root()).unwrap().display().to_string();
+        let text = std::fs::read_to_string(&page).unwrap();
+        for (number, line) in text.lines().enumerate() {
+            if !(line.contains("JobTimeoutSec=") || line.contains("target within")) {
                 continue;
             }
-            // A figure named here is checked against its source wherever
-            // it is; one that is not is an error only in an owner's page.
-            match known.iter().position(|k| line.contains(k.phrase)) {
-                Some(index) => used[index] = true,
-                None if owners.contains(&page) => {
-                    stray.push(format!("{name}:{}: {found:?} in {line}", number + 1))
+            for (at, _) in line.match_indices("within ") {
+                let rest = &line[at..];
+                let digits: String = rest["within ".len()..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                if digits.is_empty() {
+                    continue;
                 }
-                None => {}
+                seen += 1;
+                if !rest.starts_with(&deadline) {
+                    wrong.push(format!("{name}:{}: within {digits} s", number + 1));
+                }
             }
         }
     }
     assert!(
-        stray.is_empty(),
-        "durations or speeds typed by hand (generate them into a block, see \
-         src/docgen.rs, or name their source in tests/docs_generated.rs):\n{}",
-        stray.join("\n")
+        wrong.is_empty(),
+        "the trial's deadline is {deadline}:\n{}",
+        wrong.join("\n")
     );
-    for (known, used) in known.iter().zip(used) {
-        assert!(
-            used,
-            "no page says {:?} any more: remove it here",
-            known.phrase
-        );
-        match &known.source {
-            Source::Theirs(reason) => assert!(!reason.is_empty()),
-            Source::File(file, text) => assert!(
-                read(file).contains(text),
-                "{file} no longer has {text:?}: {:?} is out of date",
-                known.phrase
-            ),
-            Source::Code(figure) => assert!(
-                known.phrase.contains(figure.as_str()),
-                "{:?} should say {figure:?}",
-                known.phrase
-            ),
-        }
-    }
+    // migrate.md, troubleshooting.md and plan.md's example give it.
+    assert!(seen >= 3, "{seen}");
 }
 
 /// Every duration `--help` prints (options and their values, every
@@ -414,7 +269,7 @@ fn anchors(text: &str) -> Vec<String> {
 /// Every relative link of README.md and docs/ (its subfolders too) names
 /// a file that exists, and a heading of that page when it has an anchor;
 /// and no link's text runs over a line end, which the package's rewriter
-/// of links (src/package_docs.rs, a line at a time) would not see.
+/// of links (xtask/src/package_docs.rs, a line at a time) would not see.
 #[test]
 fn every_relative_link_resolves() {
     let mut every = vec![root().join("README.md")];
@@ -482,4 +337,111 @@ fn anchors_are_githubs() {
         anchors("# A\n## A\n```\n# not\n```\n### B #\n"),
         ["a", "a-1", "b"]
     );
+}
+
+/// The long flags of `command` and its subcommands, each with the path of
+/// the command it belongs to and whether `--help` shows it (a flag of a
+/// hidden subcommand counts as hidden), and the hidden subcommands.
+fn flags(
+    command: &clap::Command,
+    path: &str,
+    hidden: bool,
+    out: &mut Vec<(String, String, bool)>,
+    hidden_commands: &mut Vec<String>,
+) {
+    for arg in command.get_arguments() {
+        if let Some(long) = arg.get_long() {
+            out.push((
+                format!("--{long}"),
+                path.to_string(),
+                hidden || arg.is_hide_set(),
+            ));
+        }
+    }
+    for sub in command.get_subcommands() {
+        let sub_path = format!("{path} {}", sub.get_name());
+        let sub_hidden = hidden || sub.is_hide_set();
+        if sub.is_hide_set() {
+            hidden_commands.push(sub_path.clone());
+        }
+        flags(sub, &sub_path, sub_hidden, out, hidden_commands);
+    }
+}
+
+/// Where `word` stands on `line` as a word of its own: not followed by a
+/// letter, a digit or `-` (`--all` is not `--all-targets`).
+fn names(line: &str, word: &str) -> bool {
+    line.match_indices(word).any(|(at, _)| {
+        let before = line[..at].chars().next_back();
+        let after = line[at + word.len()..].chars().next();
+        !before.is_some_and(|c| c.is_alphanumeric() || c == '-')
+            && !after.is_some_and(|c| c.is_alphanumeric() || c == '-' || c == '_')
+    })
+}
+
+/// The flags and subcommands `--help` hides are for the tests and the
+/// testbed (`hide = true` in the clap definition): no page a Pi owner
+/// reads teaches them. A flag hidden on one command and shown on another
+/// (`recommend --all`, `devices --all`) may stand only on a line that
+/// names a command that shows it.
+#[test]
+fn no_user_page_names_a_hidden_flag() {
+    let mut command = pimigrate::cli::Cli::command();
+    command.build();
+    let (mut all, mut hidden_commands) = (Vec::new(), Vec::new());
+    flags(&command, "pimigrate", false, &mut all, &mut hidden_commands);
+    // A flag `pimigrate` itself shows (a global one, `--help`) is shown
+    // on every command, whatever a hidden subcommand inherits of it.
+    let everywhere: Vec<&str> = all
+        .iter()
+        .filter(|(_, path, hidden)| path == "pimigrate" && !hidden)
+        .map(|(flag, _, _)| flag.as_str())
+        .collect();
+    let hidden: std::collections::BTreeSet<&str> = all
+        .iter()
+        .filter(|(flag, _, hidden)| *hidden && !everywhere.contains(&flag.as_str()))
+        .map(|(flag, _, _)| flag.as_str())
+        .collect();
+    assert!(hidden.contains("--sysroot") && hidden.contains("--disk-signature"));
+    assert!(hidden_commands.contains(&"pimigrate trial".to_string()));
+    let mut wrong = Vec::new();
+    for page in pages() {
+        let name = page.strip_prefix(root()).unwrap().display().to_string();
+        let text = std::fs::read_to_string(&page).unwrap();
+        for (number, line) in text.lines().enumerate() {
+            for flag in &hidden {
+                if !names(line, flag) {
+                    continue;
+                }
+                let shown_here = all.iter().any(|(f, path, hidden)| {
+                    f == flag && !hidden && path != "pimigrate" && {
+                        let sub = path.rsplit(' ').next().unwrap();
+                        line.contains(&format!("pimigrate {sub}"))
+                            || line.contains(&format!("`{sub}"))
+                    }
+                });
+                if !shown_here {
+                    wrong.push(format!("{name}:{}: {flag}", number + 1));
+                }
+            }
+            for sub in &hidden_commands {
+                if names(line, sub) {
+                    wrong.push(format!("{name}:{}: {sub}", number + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "hidden flags named in a user page:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn a_flag_is_named_as_a_word() {
+    assert!(names("use `--all` here", "--all"));
+    assert!(names("--all", "--all"));
+    assert!(!names("cargo test --all-targets", "--all"));
+    assert!(!names("pimigrate trialx", "pimigrate trial"));
 }

@@ -14,17 +14,18 @@ use std::path::PathBuf;
 
 /// What `rpi-eeprom-config` prints for the real Pi 4 image of 2026-05-17
 /// (testbed/data/rpi-eeprom).
-const PI4_CONFIG: &str =
+pub(crate) const PI4_CONFIG: &str =
     "[all]\nBOOT_UART=0\nWAKE_ON_GPIO=1\nPOWER_OFF_ON_HALT=0\nNET_INSTALL_AT_POWER_ON=1\n";
 /// ... and for the Pi 5 image of 2026-05-26.
-const PI5_CONFIG: &str = "[all]\nBOOT_UART=1\nBOOT_ORDER=0xf461\nNET_INSTALL_AT_POWER_ON=1\n";
+pub(crate) const PI5_CONFIG: &str =
+    "[all]\nBOOT_UART=1\nBOOT_ORDER=0xf461\nNET_INSTALL_AT_POWER_ON=1\n";
 
 /// The real bootloader images and the official tools.
 fn rpi_eeprom() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testbed/data/rpi-eeprom")
 }
 
-const PI4_IMAGE: &str = "firmware-2711/pieeprom-2026-05-17.bin";
+pub(crate) const PI4_IMAGE: &str = "firmware-2711/pieeprom-2026-05-17.bin";
 const PI5_IMAGE: &str = "firmware-2712/pieeprom-2026-05-26.bin";
 
 /// `base` (in testbed/data/rpi-eeprom) with `config`, built by the
@@ -47,17 +48,17 @@ fn image_with(base: &str, config: &str, out: &std::path::Path) {
 
 /// 2026-05-17 and 2023-01-01, as `chosen/bootloader/build-timestamp`.
 const NEW_BOOTLOADER: u32 = 1_778_976_000;
-const OLD_BOOTLOADER: u32 = 1_672_531_200;
+pub(crate) const OLD_BOOTLOADER: u32 = 1_672_531_200;
 
 /// A fixture machine copied to a temporary directory, and a directory of
 /// stand-in tools for PATH.
-struct Machine {
+pub(crate) struct Machine {
     root: tempfile::TempDir,
-    tools: tempfile::TempDir,
+    pub(crate) tools: tempfile::TempDir,
 }
 
 impl Machine {
-    fn copy_of(name: &str) -> Machine {
+    pub(crate) fn copy_of(name: &str) -> Machine {
         let root = tempfile::tempdir().unwrap();
         let status = std::process::Command::new("cp")
             .arg("-a")
@@ -72,18 +73,18 @@ impl Machine {
         }
     }
 
-    fn path(&self, inside: &str) -> PathBuf {
+    pub(crate) fn path(&self, inside: &str) -> PathBuf {
         self.root.path().join(inside.trim_start_matches('/'))
     }
 
-    fn bootloader_built(self, when: u32) -> Machine {
+    pub(crate) fn bootloader_built(self, when: u32) -> Machine {
         let file = self.path("proc/device-tree/chosen/bootloader/build-timestamp");
         std::fs::write(file, when.to_be_bytes()).unwrap();
         self
     }
 
     /// A stand-in `program` printing `output`.
-    fn tool(self, program: &str, output: &str) -> Machine {
+    pub(crate) fn tool(self, program: &str, output: &str) -> Machine {
         let script = self.tools.path().join(program);
         std::fs::write(&script, format!("#!/bin/sh\ncat <<'EOF'\n{output}EOF\n")).unwrap();
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -92,7 +93,7 @@ impl Machine {
 
     /// rpi-eeprom-config printing `config` as the config the bootloader
     /// started with; given an image, the official tool reads it.
-    fn eeprom(self, config: &str) -> Machine {
+    pub(crate) fn eeprom(self, config: &str) -> Machine {
         let script = self.tools.path().join("rpi-eeprom-config");
         std::fs::write(
             &script,
@@ -109,17 +110,17 @@ impl Machine {
 
     /// rpi-eeprom-update naming `image` (in testbed/data/rpi-eeprom) as
     /// its release channel's newest (`-l`).
-    fn release(self, image: &str) -> Machine {
+    pub(crate) fn release(self, image: &str) -> Machine {
         let path = rpi_eeprom().join(image);
         self.tool("rpi-eeprom-update", &format!("{}\n", path.display()))
     }
 
-    fn file(self, inside: &str, contents: &str) -> Machine {
+    pub(crate) fn file(self, inside: &str, contents: &str) -> Machine {
         std::fs::write(self.path(inside), contents).unwrap();
         self
     }
 
-    fn run(&self, args: &[&str]) -> std::process::Output {
+    pub(crate) fn run(&self, args: &[&str]) -> std::process::Output {
         let path = format!(
             "{}:{}",
             self.tools.path().display(),
@@ -172,7 +173,7 @@ fn text(value: &Value) -> &str {
         .unwrap_or_else(|| panic!("not a string: {value}"))
 }
 
-fn pi4() -> Machine {
+pub(crate) fn pi4() -> Machine {
     Machine::copy_of("pi4")
         .bootloader_built(NEW_BOOTLOADER)
         .eeprom(PI4_CONFIG)
@@ -375,7 +376,7 @@ fn changes_to_the_bootloader_are_refused_with_a_way_out() {
 
 /// A Pi 5 whose rpi-eeprom-update writes at once: flashrom and the SPI
 /// device are there.
-fn pi5() -> Machine {
+pub(crate) fn pi5() -> Machine {
     let machine = Machine::copy_of("pi5")
         .bootloader_built(NEW_BOOTLOADER)
         .eeprom(PI5_CONFIG)

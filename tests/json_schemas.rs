@@ -5,10 +5,10 @@
 use crate::common;
 
 use common::*;
-use pimigrate::apply::journal::{Journal, Step};
 use pimigrate::bench::report::{self, DeviceIdentity, Report};
 use pimigrate::host::Host;
 use pimigrate::plan::Plan;
+use pimigrate::state::journal::{Journal, Step};
 use pimigrate::system::System;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -102,7 +102,7 @@ fn migrate_verify_and_rollback() {
         Step::TargetEdited,
         Step::SourceBootEdited,
     ];
-    journal.save(&root.join("var/lib/pimigrate")).unwrap();
+    save_journal(&root.join("var/lib/pimigrate"), &mut journal);
     let output = run_on(&root, &["--json", "migrate", "--resume"]);
     assert_eq!(schema_of(&output, 0), "pimigrate.migrate/1");
     assert_eq!(json(&output)["status"], "already-complete");
@@ -123,7 +123,7 @@ fn sync_plans_and_refusals() {
             "--json",
             "sync",
             "--dry-run",
-            "--to",
+            "--target",
             "/dev/sda",
             "--seed",
             "1",
@@ -183,4 +183,13 @@ fn bench_and_recommend() {
     report::save(&report, &report::reports_dir(&host)).unwrap();
     let output = run_on(&root, &["--json", "recommend", "--reuse", "--quick"]);
     assert_eq!(schema_of(&output, 0), "pimigrate.recommend/1");
+}
+
+/// `status --check`: nothing to check on a Pi without a migration (exit
+/// 0); the findings of a committed one are in tests/after_move.rs.
+#[test]
+fn the_check_after_the_move() {
+    let output = on_fixture("pi4-migrated", &["--json", "status", "--check"]);
+    assert_eq!(schema_of(&output, 0), "pimigrate.check/1");
+    assert_eq!(json(&output)["result"], "nothing-to-check");
 }

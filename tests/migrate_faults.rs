@@ -1,6 +1,8 @@
 //! A migration killed (SIGKILL) at every failure point: the source's boot
 //! files are the old or the new version, never half of one; the source is
-//! unchanged; `migrate --resume` finishes it and `rollback` undoes it.
+//! unchanged; `migrate --resume` finishes it and `rollback` undoes it. And
+//! one that fails with an error at every point: the owner is told where
+//! the Pi stands, truly, and the command that goes on, which finishes it.
 
 use crate::common;
 
@@ -185,6 +187,82 @@ fn killed_anywhere_rollback_restores_the_boot_files() {
         assert_eq!(
             after, boot_before,
             "{point}: the boot files are not as before"
+        );
+    }
+}
+
+/// Every point of a migration failing with an error (`name:error`), as a
+/// failing mkfs, a full disk or a tool's error would: the owner reads the
+/// cause, then where the Pi stands and the command that goes on, and no
+/// Debug text. What it says is true of the SD card (unchanged when it
+/// says so), and the command it names finishes the migration.
+#[test]
+fn failing_anywhere_says_where_the_pi_stands_and_the_command_that_goes_on() {
+    if !require_root("fault injection on a loop device") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let migrate = |run: &MigrationRig, failpoint: Option<&str>| {
+        let args = [
+            "migrate",
+            "--target",
+            &run.device,
+            "--yes",
+            "--trial",
+            "never",
+        ];
+        run.run(&args, failpoint)
+    };
+    let mut points = kill_points();
+    points.retain(|p| !p.contains('@') || p.ends_with("@2") || p.ends_with("@4"));
+    for point in points {
+        let run = rig();
+        let cmdline_before = std::fs::read(run.boot().join("cmdline.txt")).unwrap();
+        let source_before = source_snapshot(run.tree.path());
+        let failed = migrate(&run, Some(&format!("{point}:error")));
+        let said = stderr(&failed);
+        if point == "copy-file" {
+            // The first pass's failed file is copied again by the second,
+            // which catches up with what changed meanwhile: no error.
+            assert_eq!(exit_code(&failed), 0, "{point}: {said}");
+            continue;
+        }
+        assert_eq!(exit_code(&failed), 1, "{point}: {said}");
+        let name = point.split('@').next().unwrap();
+        assert!(
+            said.contains(&format!("fail point {name}")),
+            "{point}: the cause is not said:\n{said}"
+        );
+        let (stands, _, command) = told(&point, &said);
+        let cmdline_now = std::fs::read(run.boot().join("cmdline.txt")).unwrap();
+        if stands.contains("which is unchanged") || stands.starts_with("nothing was written") {
+            assert_eq!(
+                cmdline_now, cmdline_before,
+                "{point}: said unchanged, but:\n{said}"
+            );
+        }
+        assert_eq!(
+            source_snapshot(run.tree.path()),
+            source_before,
+            "{point}: the source changed"
+        );
+        // The command it names goes on, and finishes the migration.
+        let next = match command.as_str() {
+            "sudo pimigrate migrate --resume" => run.run(&["migrate", "--resume", "--yes"], None),
+            again if again.contains(" migrate --target ") => migrate(&run, None),
+            other => panic!("{point}: goes on with {other}, which this test does not know"),
+        };
+        assert_eq!(
+            exit_code(&next),
+            0,
+            "{point}: `{command}` failed:\n{}",
+            stderr(&next)
+        );
+        let cmdline_after =
+            String::from_utf8(std::fs::read(run.boot().join("cmdline.txt")).unwrap()).unwrap();
+        assert!(
+            cmdline_after.contains(&format!("root=PARTUUID={}", planned_partuuid(&run))),
+            "{point}: after `{command}`: {cmdline_after}"
         );
     }
 }

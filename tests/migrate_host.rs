@@ -6,6 +6,7 @@ use crate::common;
 
 use common::migration::MigrationRig;
 use common::pty::{ended_within, held, Pty};
+use common::standby::SourceFs;
 use common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -65,6 +66,21 @@ fn a_root_only_move_copies_everything_and_switches_cmdline_last() {
     ));
     assert_eq!(out["status"], "migrated");
     let plan = &out["journal"]["plan"];
+    // A loop device takes discards by itself: no rule, and the TRIM step
+    // is journaled all the same.
+    assert_eq!(
+        plan["after_move"]["trim"]["decision"]["verdict"],
+        "already-on"
+    );
+    assert_eq!(plan["after_move"]["trim"]["rule"], Value::Null);
+    assert!(
+        out["journal"]["done"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("trim-set-up")),
+        "{:#}",
+        out["journal"]["done"]
+    );
     let root = &plan["table"]["partitions"][0];
     let partuuid = root["partuuid"].as_str().unwrap().to_string();
     let fs_uuid = plan["filesystems"][0]["uuid"].as_str().unwrap().to_string();
@@ -231,7 +247,8 @@ fn a_trial_boot_leaves_cmdline_txt_alone_and_rollback_removes_its_files() {
     );
     // What resets a trial that does not come up, with nobody at the Pi.
     assert!(
-        trial.contains(" panic=10") && trial.trim_end().ends_with(" pimigrate.trial=1"),
+        trial.contains(" panic=10 systemd.crash_reboot=1")
+            && trial.trim_end().ends_with(" pimigrate.trial=1"),
         "{trial}"
     );
     let tryboot = std::fs::read_to_string(setup.boot().join("tryboot.txt")).unwrap();
@@ -286,8 +303,14 @@ fn migrate_without_yes_off_a_terminal_writes_nothing() {
     }
     let setup = setup();
     let output = setup.run(&["migrate", "--target", &setup.device], None);
-    assert_eq!(exit_code(&output), 1);
+    // A usage error: without a terminal no one can be asked.
+    assert_eq!(exit_code(&output), 2);
     assert!(stderr(&output).contains("--yes"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("Usage: pimigrate migrate"),
+        "{}",
+        stderr(&output)
+    );
     assert_first_mib_blank(&setup.image);
 }
 
@@ -300,7 +323,8 @@ fn quiet_migrate_does_not_call_itself_a_dry_run() {
     }
     let setup = setup();
     let output = setup.run(&["-q", "migrate", "--target", &setup.device], None);
-    assert_eq!(exit_code(&output), 1, "{}", stderr(&output));
+    // No terminal to confirm on, and no --yes: a usage error.
+    assert_eq!(exit_code(&output), 2, "{}", stderr(&output));
     let brief = stdout(&output);
     assert!(brief.starts_with("Plan: "), "{brief}");
     assert!(!brief.to_lowercase().contains("dry run"), "{brief}");
@@ -586,4 +610,147 @@ fn raspi_firmware_regenerates_the_migrated_root_and_rollback_agrees() {
     let restored = std::fs::read(setup.boot().join("cmdline.txt")).unwrap();
     assert_eq!(root_of(&regenerated), "LABEL=RASPIROOT");
     assert_eq!(root_of(&regenerated), root_of(&restored));
+}
+
+/// An ext3 root (mounted so, named so in fstab and cmdline.txt) moved by
+/// a real migration: its copy is ext4, and the copy's fstab and the SD
+/// card's cmdline.txt say ext4, so the new root mounts. Rollback puts the
+/// card's cmdline.txt back as it was.
+#[test]
+fn an_ext3_root_moves_to_ext4_and_its_boot_files_say_so() {
+    if !require_root("migrating to a loop device") {
+        return;
+    }
+    let setup = MigrationRig::new(|tree| {
+        let fstab = std::fs::read_to_string(tree.join("etc/fstab")).unwrap();
+        let fstab = fstab.replace("/               ext4", "/               ext3");
+        assert!(fstab.contains(" ext3 "), "{fstab}");
+        std::fs::write(tree.join("etc/fstab"), fstab).unwrap();
+        let cmdline = tree.join("boot/firmware/cmdline.txt");
+        let line = std::fs::read_to_string(&cmdline).unwrap();
+        std::fs::write(&cmdline, line.replace("rootfstype=ext4", "rootfstype=ext3")).unwrap();
+    });
+    let source = SourceFs::under_as(setup.tree.path(), 256 << 20, "ext3");
+    let mounted = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        mounted.contains(&format!(" {} ", setup.tree.path().display()))
+            && mounted.contains(" - ext3 "),
+        "the source root is an ext3 mount"
+    );
+    let cmdline_before = std::fs::read(setup.boot().join("cmdline.txt")).unwrap();
+    let out = migrated(&setup.run(
+        &[
+            "--json",
+            "migrate",
+            "--target",
+            &setup.device,
+            "--yes",
+            "--trial",
+            "never",
+        ],
+        None,
+    ));
+    let plan = &out["journal"]["plan"];
+    let notes = plan["notes"].to_string();
+    assert!(notes.contains("root filesystem is ext3"), "{notes}");
+    let partuuid = plan["table"]["partitions"][0]["partuuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let cmdline = std::fs::read_to_string(setup.boot().join("cmdline.txt")).unwrap();
+    assert!(
+        cmdline.contains(&format!("root=PARTUUID={partuuid} rootfstype=ext4 ")),
+        "{cmdline}"
+    );
+    assert!(!cmdline.contains("ext3"), "{cmdline}");
+    let start = plan["table"]["partitions"][0]["start_sector"]
+        .as_u64()
+        .unwrap();
+    let part = Loop::attach(&setup.image, Some(start * 512), true);
+    let probed = tool_output("blkid", &["-o", "value", "-s", "TYPE", &part.device]);
+    assert_eq!(probed.trim(), "ext4");
+    drop(part);
+    setup.inspect_partition(start, |mnt| {
+        let fstab = std::fs::read_to_string(mnt.join("etc/fstab")).unwrap();
+        assert!(
+            fstab.contains(&format!("PARTUUID={partuuid}  /               ext4")),
+            "{fstab}"
+        );
+        assert!(!fstab.contains("ext3"), "{fstab}");
+        let backup = std::fs::read_to_string(mnt.join("etc/fstab.pimigrate-backup")).unwrap();
+        assert!(
+            backup.contains(" ext3 "),
+            "the running system's fstab is kept: {backup}"
+        );
+    });
+    let output = setup.run(&["rollback", "--yes"], None);
+    assert_eq!(exit_code(&output), 0, "{}", stderr(&output));
+    assert_eq!(
+        std::fs::read(setup.boot().join("cmdline.txt")).unwrap(),
+        cmdline_before
+    );
+    drop(source);
+}
+
+/// A real btrfs root (mounted at the source root, its files saying ext4
+/// as a copied Raspberry Pi OS's would): refused by `plan` and a first
+/// sync while planning, the filesystem named, nothing written.
+#[test]
+fn a_btrfs_root_is_refused_before_anything_is_written() {
+    if !require_root("planning from a btrfs loop device") || !require_btrfs() {
+        return;
+    }
+    let setup = MigrationRig::new(|_| {});
+    let source = SourceFs::under_as(setup.tree.path(), 256 << 20, "btrfs");
+    let expected = format!(
+        "the root filesystem ({}) is btrfs: ",
+        setup.tree.path().display()
+    );
+    for args in [
+        vec!["--json", "plan", "--target", &setup.device],
+        vec!["--json", "sync", "--dry-run", "--to", &setup.device],
+        vec!["--json", "migrate", "--target", &setup.device, "--yes"],
+    ] {
+        let output = setup.run(&args, None);
+        assert_eq!(exit_code(&output), 3, "{args:?}: {}", stderr(&output));
+        let refusal = json(&output);
+        let reason = refusal["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["code"] == "source-root-filesystem")
+            .unwrap_or_else(|| panic!("{args:?}: {refusal:#}"))
+            .clone();
+        assert!(
+            reason["message"].as_str().unwrap().starts_with(&expected),
+            "{reason}"
+        );
+    }
+    assert_first_mib_blank(&setup.image);
+    drop(source);
+}
+
+/// btrfs to test with: its mkfs and the kernel's driver. Missing, the test
+/// says so and passes, except in CI (`CI=true`), where it fails.
+fn require_btrfs() -> bool {
+    let known = || {
+        std::fs::read_to_string("/proc/filesystems").is_ok_and(|t| {
+            t.lines()
+                .any(|l| l.split_whitespace().last() == Some("btrfs"))
+        })
+    };
+    if !known() {
+        let _ = Command::new("modprobe").arg("btrfs").status();
+    }
+    let why = match (pimigrate::tools::which("mkfs.btrfs").is_some(), known()) {
+        (true, true) => return true,
+        (false, _) => "no mkfs.btrfs (apt install btrfs-progs)",
+        (true, false) => "this kernel has no btrfs",
+    };
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "CI must test a real btrfs root, but {why}"
+    );
+    eprintln!("skipping the btrfs root: {why}");
+    false
 }

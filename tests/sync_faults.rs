@@ -57,7 +57,7 @@ fn a_first_sync_killed_anywhere_never_names_the_running_root_and_the_next_comple
     for point in points() {
         let SyncRig { rig, _sd, _turn } = setup();
         let cut = rig.run(
-            &["--json", "sync", "--to", &rig.device, "--yes"],
+            &["--json", "sync", "--target", &rig.device, "--yes"],
             Some(point),
         );
         assert_eq!(
@@ -85,7 +85,7 @@ fn a_first_sync_killed_anywhere_never_names_the_running_root_and_the_next_comple
                 }
             });
         }
-        let next = rig.run(&["--json", "sync", "--to", &rig.device, "--yes"], None);
+        let next = rig.run(&["--json", "sync", "--target", &rig.device, "--yes"], None);
         let value = succeeded(&next, "sync");
         assert_eq!(value["bootable"], true, "{point}: {value:#}");
         let start = root_start(&rig.image).unwrap();
@@ -107,5 +107,63 @@ fn a_first_sync_killed_anywhere_never_names_the_running_root_and_the_next_comple
                 "{point}: the completing sync left differences"
             );
         });
+    }
+}
+
+/// A first sync failing with an error (`name:error`) at every point it
+/// reaches: the owner reads the cause, then where the running system and
+/// the standby stand, and the command that goes on, with no Debug text;
+/// the running system's boot files are untouched, a standby said to be
+/// untouched holds nothing yet, and the command named completes it.
+#[test]
+fn a_first_sync_failing_anywhere_says_where_things_stand_and_the_command_that_completes_it() {
+    if !require_root("fault injection on a loop-device standby") {
+        return;
+    }
+    for point in points() {
+        let SyncRig { rig, _sd, _turn } = setup();
+        let boot_before = boot_files(&rig.boot());
+        let args = ["--json", "sync", "--target", &rig.device, "--yes"];
+        let failed = rig.run(&args, Some(&format!("{point}:error")));
+        let said = stderr(&failed);
+        if point == "copy-file" {
+            // A first sync copies in two passes: the second copies again
+            // what the first could not.
+            assert_eq!(exit_code(&failed), 0, "{point}: {said}");
+            continue;
+        }
+        assert_eq!(exit_code(&failed), 1, "{point}: {said}");
+        assert!(
+            said.contains(&format!("fail point {point}")),
+            "{point}: the cause is not said:\n{said}"
+        );
+        let (stands, _, command) = told(point, &said);
+        assert!(
+            stands.starts_with("the running system is untouched"),
+            "{point}: {stands}"
+        );
+        assert_eq!(
+            boot_files(&rig.boot()),
+            boot_before,
+            "{point}: the boot files changed"
+        );
+        if stands.contains("nothing was written") {
+            assert_first_mib_blank(&rig.image);
+        } else {
+            assert!(stands.contains("is incomplete"), "{point}: {stands}");
+            let record: Value = serde_json::from_slice(
+                &std::fs::read(rig.state.path().join("standby.json")).unwrap(),
+            )
+            .unwrap();
+            assert_ne!(record["state"], "complete", "{point}: said incomplete");
+        }
+        // The command it names is this one again, and it completes the standby.
+        assert!(
+            command.starts_with("sudo pimigrate ") && command.contains(" sync --target "),
+            "{point}: goes on with {command}"
+        );
+        let next = rig.run(&args, None);
+        let value = succeeded(&next, "sync");
+        assert_eq!(value["bootable"], true, "{point}: {value:#}");
     }
 }

@@ -9,16 +9,20 @@
 mod common;
 
 // The binary on fixture machines and on files: no privileges.
-mod assets; // what the .deb installs
+mod after_move; // the check after the move on the migrated Pi 4 fixture (one test root: a mount)
+mod assets; // the .deb's list of files, and --version
 mod boot_layouts; // distributions' boot layouts planned (issue #15)
 mod bootcfg_realworld; // boot files as real systems ship them
 mod cli_fixtures; // devices and plan on fixture sysfs trees
 mod cli_spellings; // the flags as people and scripts spell them
-mod docs_generated; // README's and the docs' tables and figures are the code's
+mod docs_generated; // --help's durations, the docs' trial words, hidden flags and links
 mod full_move_fixture; // a full move's trial, boot order and hand-over planned
 mod json_schemas; // every --json document and its schema
 mod planner_lib; // planner refusals no fixture machine reaches
+mod readme_models; // README's table of Pis and moves, planned on each Pi it names
 mod recommend_fixture; // recommend from saved reports
+mod replica_refusals; // one refusal, one code and one wording for migrate and both syncs
+mod rooms; // src/'s rooms import only downward, in the documented order
 mod verify_fixture; // verify on the migrated Pi 4 fixture
 
 // Live on this machine (root).
@@ -34,6 +38,7 @@ mod scan_live; // the source scan across mount points
 mod sync_faults; // a first sync killed at every failure point
 mod sync_host; // sync: first layout, incremental runs, a kill midway, refusals, changed standbys, planted links
 mod sync_timer; // the sync timer's drop-ins as systemd reads them
+mod trim_host; // FITRIM on ext4 over a sparse loop disk, a loop disk's TRIM facts
 mod verify_bench_host; // before/after on real benchmark runs
 
 // In a terminal (tmux).

@@ -3,22 +3,23 @@
 //! machine to a temporary directory, adds the journal the migration left
 //! (its plan made by `pimigrate plan` on the "pi4" machine, with the seed
 //! and disk signature the fixture's ids come from), and breaks one thing.
+//! (The check after the move, `after_move`, starts from the same machine.)
 
 use crate::common;
 use pimigrate::plan::PartitionPath;
 
 use common::*;
-use pimigrate::apply::journal::{Journal, Step};
 use pimigrate::plan::Plan;
+use pimigrate::state::journal::{Journal, Step};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::Output;
 
-const STATE_DIR: &str = "/var/lib/pimigrate";
+pub(crate) const STATE_DIR: &str = "/var/lib/pimigrate";
 const ORIGINAL_CMDLINE: &str = "console=serial0,115200 console=tty1 root=PARTUUID=6c586e13-02 rootfstype=ext4 fsck.repair=yes rootwait quiet splash plymouth.ignore-serial-consoles\n";
-const TRIAL_CMDLINE: &str = "console=serial0,115200 console=tty1 root=PARTUUID=2f4a9c17-01 rootfstype=ext4 fsck.repair=yes rootwait quiet splash plymouth.ignore-serial-consoles\n";
+pub(crate) const TRIAL_CMDLINE: &str = "console=serial0,115200 console=tty1 root=PARTUUID=2f4a9c17-01 rootfstype=ext4 fsck.repair=yes rootwait quiet splash plymouth.ignore-serial-consoles\n";
 
-struct Machine {
+pub(crate) struct Machine {
     _dir: tempfile::TempDir,
     root: PathBuf,
 }
@@ -26,7 +27,7 @@ struct Machine {
 impl Machine {
     /// The migrated Pi with the journal as the executor copies it to the
     /// new root (written before the SD card's boot files were changed).
-    fn new() -> Machine {
+    pub(crate) fn new() -> Machine {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("pi");
         let status = std::process::Command::new("cp")
@@ -51,6 +52,16 @@ impl Machine {
         );
         assert_eq!(exit_code(&output), 0, "{}", stderr(&output));
         let plan: Plan = serde_json::from_slice(&output.stdout).unwrap();
+        // The TRIM rule the migration wrote onto the new root.
+        let rule = plan
+            .after_move
+            .trim
+            .rule
+            .clone()
+            .expect("the plan's TRIM rule");
+        let path = root.join(rule.path.strip_prefix("/").unwrap());
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, rule.text).unwrap();
         let mut journal = Journal::new(plan, "/".into(), "/boot/firmware".into());
         for step in [
             Step::Partitioned,
@@ -60,38 +71,36 @@ impl Machine {
         ] {
             journal.done.push(step);
         }
-        journal
-            .save(&root.join(STATE_DIR.trim_start_matches('/')))
-            .unwrap();
+        save_journal(&root.join(STATE_DIR.trim_start_matches('/')), &mut journal);
         Machine { _dir: dir, root }
     }
 
-    fn path(&self, view: &str) -> PathBuf {
+    pub(crate) fn path(&self, view: &str) -> PathBuf {
         self.root.join(view.trim_start_matches('/'))
     }
 
-    fn write(&self, view: &str, text: &str) {
+    pub(crate) fn write(&self, view: &str, text: &str) {
         let path = self.path(view);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();
     }
 
-    fn append(&self, view: &str, text: &str) {
+    pub(crate) fn append(&self, view: &str, text: &str) {
         self.write(view, &(self.read(view) + text));
     }
 
-    fn read(&self, view: &str) -> String {
+    pub(crate) fn read(&self, view: &str) -> String {
         std::fs::read_to_string(self.path(view)).unwrap()
     }
 
-    fn edit(&self, view: &str, from: &str, to: &str) {
+    pub(crate) fn edit(&self, view: &str, from: &str, to: &str) {
         let text = self.read(view);
         assert!(text.contains(from), "{view} has no {from:?}");
         self.write(view, &text.replacen(from, to, 1));
     }
 
     /// The firmware's trial flag, as the device tree holds it.
-    fn set_tryboot_flag(&self, on: bool) {
+    pub(crate) fn set_tryboot_flag(&self, on: bool) {
         std::fs::write(
             self.path("/proc/device-tree/chosen/bootloader/tryboot"),
             u32::from(on).to_be_bytes(),
@@ -99,14 +108,22 @@ impl Machine {
         .unwrap();
     }
 
-    fn run(&self, args: &[&str]) -> Output {
-        pimigrate()
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
+        self.run_failing(args, None)
+    }
+
+    /// [`Machine::run`] with a fail point (`PIMIGRATE_FAILPOINT`).
+    fn run_failing(&self, args: &[&str], failpoint: Option<&str>) -> Output {
+        let mut command = pimigrate();
+        command
             .arg("--sysroot")
             .arg(&self.root)
             .args(["--state-dir", STATE_DIR])
-            .args(args)
-            .output()
-            .expect("running pimigrate")
+            .args(args);
+        if let Some(point) = failpoint {
+            command.env(pimigrate::failpoint::ENV, point);
+        }
+        command.output().expect("running pimigrate")
     }
 
     fn verify(&self, extra: &[&str]) -> (i32, Value) {
@@ -116,18 +133,18 @@ impl Machine {
         (exit_code(&output), json(&output))
     }
 
-    fn journal(&self) -> Journal {
+    pub(crate) fn journal(&self) -> Journal {
         Journal::load(&self.path(STATE_DIR)).unwrap().unwrap()
     }
 
-    fn change_journal(&self, change: impl FnOnce(&mut Journal)) {
+    pub(crate) fn change_journal(&self, change: impl FnOnce(&mut Journal)) {
         let mut journal = self.journal();
         change(&mut journal);
-        journal.save(&self.path(STATE_DIR)).unwrap();
+        save_journal(&self.path(STATE_DIR), &mut journal);
     }
 
     /// This boot mounted the SD card's old root as `/`.
-    fn mount_root_from_the_sd_card(&self) {
+    pub(crate) fn mount_root_from_the_sd_card(&self) {
         self.edit(
             "/proc/self/mountinfo",
             "8:1 / / rw,relatime shared:26 - ext4 /dev/sda1",
@@ -370,6 +387,42 @@ fn uas_resets_in_the_kernel_log_offer_the_quirk() {
     assert_eq!(pi.read("/boot/firmware/cmdline.pimigrate.txt"), trial);
 }
 
+/// A bridge that speaks UAS alone (QEMU's usb-uas): usb-storage could not
+/// take it, so the quirk is neither offered as a fix nor set.
+#[test]
+fn the_quirk_is_refused_for_a_bridge_without_bulk_only() {
+    let pi = Machine::new();
+    pi.append(
+        "/dev/kmsg",
+        "6,1202,81234600,-;scsi host0: uas_eh_device_reset_handler start\n",
+    );
+    let bridge =
+        "/sys/devices/platform/scb/fd500000.pcie/pci0000:00/0000:00:00.0/0000:01:00.0/usb2/2-2";
+    // The device descriptor, a configuration, one interface: UAS (0x62).
+    let mut descriptors = vec![
+        18, 1, 0x20, 3, 0, 0, 0, 9, 0x4c, 0x17, 0xaa, 0x55, 0, 1, 1, 2, 3, 1,
+    ];
+    descriptors.extend([9, 2, 18, 0, 1, 1, 0, 0x80, 0]);
+    descriptors.extend([9, 4, 0, 0, 4, 8, 6, 0x62, 0]);
+    std::fs::write(pi.path(&format!("{bridge}/descriptors")), descriptors).unwrap();
+    let (_, report) = pi.verify(&[]);
+    let uas = warning(&report, "uas-resets").expect("a uas warning");
+    let fix = uas["fix"].to_string();
+    assert!(
+        fix.contains("no Bulk-Only setting") && !fix.contains("--apply-quirk"),
+        "{fix}"
+    );
+    let trial = pi.read("/boot/firmware/cmdline.pimigrate.txt");
+    let output = pi.run(&["verify", "--no-bench", "--apply-quirk"]);
+    assert_eq!(exit_code(&output), 1, "{}", stdout(&output));
+    assert!(
+        stderr(&output).contains("no Bulk-Only setting"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(pi.read("/boot/firmware/cmdline.pimigrate.txt"), trial);
+}
+
 /// `verify --commit` passes and commits: cmdline.txt is the trial's, its
 /// backup the original, the trial's files are gone.
 fn commits(pi: &Machine) {
@@ -389,14 +442,17 @@ fn commits(pi: &Machine) {
 }
 
 /// The trial's command line carries what resets a failed trial (panic=,
-/// the marker for the new root's systemd): the commit leaves them out of
+/// systemd's crash_reboot, the marker for the new root's systemd): the commit leaves them out of
 /// cmdline.txt, which later boots read.
 #[test]
 fn commit_leaves_the_trials_own_words_out_of_cmdline_txt() {
     let pi = Machine::new();
     let guard = pi.journal().plan.trial_boot.unwrap().guard.unwrap();
     let words: Vec<&str> = guard.words.iter().map(|w| w.arg.as_str()).collect();
-    assert_eq!(words, ["panic=10", "pimigrate.trial=1"]);
+    assert_eq!(
+        words,
+        ["panic=10", "systemd.crash_reboot=1", "pimigrate.trial=1"]
+    );
     let guarded = format!("{} {}\n", TRIAL_CMDLINE.trim_end(), words.join(" "));
     pi.write("/boot/firmware/cmdline.pimigrate.txt", &guarded);
     pi.write("/proc/cmdline", &guarded);
@@ -409,6 +465,17 @@ fn commit_makes_the_trial_permanent_and_rollback_still_restores() {
     commits(&pi);
     let journal = pi.journal();
     assert!(journal.committed.is_some());
+    // On record for the SD card's system too, as every commit is (a
+    // fixture's SD card cannot be mounted: this system's record only).
+    let record: Value =
+        serde_json::from_str(&pi.read("/var/lib/pimigrate/trial-outcome.json")).unwrap();
+    assert_eq!(record["outcome"], "committed");
+    let status = json(&pi.run(&["--json", "status"]));
+    let headline = status["headline"].as_str().unwrap();
+    assert!(
+        headline.contains("came up and was committed") && !headline.contains("by itself"),
+        "{headline}"
+    );
     assert_eq!(
         journal.backups.get(&PartitionPath::known("/cmdline.txt")),
         Some(&PartitionPath::known("/cmdline.txt.pimigrate-backup"))
@@ -604,14 +671,26 @@ fn trim_and_swap_advice() {
     let (code, report) = pi.verify(&[]);
     assert_eq!(code, 0, "{report:#}");
     let trim = warning(&report, "trim-unavailable").expect("a TRIM warning");
-    assert!(trim["message"]
-        .as_str()
-        .unwrap()
-        .contains("provisioning_mode: full"));
+    let message = trim["message"].as_str().unwrap();
+    assert!(message.contains("provisioning_mode: full"), "{message}");
+    assert!(
+        message.contains("rule /etc/udev/rules.d/60-pimigrate-trim-174c-55aa.rules is in place but has not acted yet"),
+        "{message}"
+    );
+    let fix = trim["fix"].to_string();
+    assert!(fix.contains("udevadm trigger"), "{fix}");
+    assert!(fix.contains("fstrim -v /"), "{fix}");
+    // Without the rule, the fix is the rule: the plan's, for this bridge.
+    std::fs::remove_file(pi.path("/etc/udev/rules.d/60-pimigrate-trim-174c-55aa.rules")).unwrap();
+    let (_, report) = pi.verify(&[]);
+    let trim = warning(&report, "trim-unavailable").expect("a TRIM warning");
+    assert!(
+        trim["message"].as_str().unwrap().contains("is missing"),
+        "{trim:#}"
+    );
     let fix = trim["fix"].to_string();
     assert!(fix.contains(r#"ATTRS{idVendor}==\"174c\""#), "{fix}");
     assert!(fix.contains("provisioning_mode"), "{fix}");
-    assert!(fix.contains("fstrim.timer"), "{fix}");
     let swaps: Vec<&Value> = report["warnings"]
         .as_array()
         .unwrap()
@@ -628,11 +707,69 @@ fn trim_and_swap_advice() {
         .unwrap()
         .contains("/mnt/sdroot/var/swap"));
 
-    // TRIM works but the timer is off.
+    // TRIM works but the timer is off: on a root-only move the fix trims
+    // the new root alone, as the timer would trim the SD card too.
     let pi = Machine::new();
     std::fs::remove_file(pi.path("/etc/systemd/system/timers.target.wants/fstrim.timer")).unwrap();
     let (_, report) = pi.verify(&[]);
-    assert!(warning(&report, "fstrim-timer-off").is_some(), "{report:#}");
+    let off = warning(&report, "fstrim-timer-off").expect("{report:#}");
+    assert!(
+        off["fix"].to_string().contains("raspberrypi/linux#6349"),
+        "{off:#}"
+    );
+}
+
+/// What verify says of the new drive beyond its checks: the driver that
+/// holds it, and TRIM (the rule the migration wrote, the timer); a trim
+/// only on the running system, never here.
+#[test]
+fn the_driver_and_trim_are_reported() {
+    let pi = Machine::new();
+    let (code, report) = pi.verify(&[]);
+    assert_eq!(code, 0, "{report:#}");
+    let driver = &report["after_move"]["driver"];
+    assert_eq!(driver["driver"], "uas", "{report:#}");
+    assert_eq!(driver["bridge"], "174c:55aa");
+    assert_eq!(driver["quirk_in_effect"], false);
+    let trim = &report["after_move"]["trim"];
+    assert_eq!(trim["discard_max_bytes"], 2147450880u64, "{trim:#}");
+    assert_eq!(trim["provisioning_mode"], "unmap");
+    assert_eq!(trim["rule"]["present"], true);
+    assert_eq!(trim["fstrim_timer"]["state"], "enabled");
+    assert_eq!(trim["trimmed"], Value::Null);
+    let text = stdout(&pi.run(&["verify", "--no-bench"]));
+    assert!(
+        text.contains("  · Driver: /dev/sda is held by uas (USB bridge 174c:55aa)"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "  · TRIM reaches /dev/sda (discard_max_bytes 2147450880, provisioning_mode unmap)"
+        ),
+        "{text}"
+    );
+    // The commit trims once, on the running system alone.
+    let (code, report) = pi.verify(&["--commit"]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(
+        report["after_move"]["trim"]["trimmed"]["outcome"], "not-trimmed",
+        "{report:#}"
+    );
+    assert!(report["actions"]
+        .to_string()
+        .contains("the new root was not trimmed: this is not the running system"));
+    // This boot's command line with the quirk: said so.
+    let pi = Machine::new();
+    pi.edit(
+        "/proc/cmdline",
+        "rootwait",
+        "rootwait usb-storage.quirks=174c:55aa:u",
+    );
+    let (_, report) = pi.verify(&[]);
+    assert_eq!(
+        report["after_move"]["driver"]["quirk_in_effect"], true,
+        "{report:#}"
+    );
 }
 
 #[test]
@@ -931,6 +1068,11 @@ fn path_of(pi: &Machine) -> PathBuf {
 #[test]
 fn the_trial_checks_itself_commits_and_records_it() {
     let pi = Machine::new();
+    // The units that run it are the trial's only with --auto-commit.
+    pi.change_journal(|j| {
+        let trial = j.plan.trial_boot.as_mut().unwrap();
+        trial.guard.as_mut().unwrap().auto_commit = true;
+    });
     let output = pi.run(&["trial", "check"]);
     let said = stdout(&output);
     assert_eq!(exit_code(&output), 0, "{said}{}", stderr(&output));
@@ -1034,4 +1176,65 @@ fn back_on_the_sd_card_after_a_trial_that_failed_its_checks_names_why() {
         "{login}"
     );
     assert!(login.contains("the Pi is back on the SD card"), "{login}");
+}
+
+/// `verify --commit` failing with an error at every point a root-only
+/// commit reaches (`failpoint::COMMIT`'s own and the atomic writes' of the
+/// journal and the SD card's boot files): the owner reads the cause, then
+/// where the Pi stands and the command that goes on, with no Debug text;
+/// cmdline.txt is the original or the trial's, as said, and the command
+/// named commits. (`commit-after-bootloader` is a full move's hand-over
+/// through the bootloader's tools, which this fixture has not: the
+/// testbed cuts there, and the words for it are `apply::standing`'s unit
+/// tests'.)
+#[test]
+fn a_commit_failing_anywhere_says_where_the_pi_stands_and_the_command_that_goes_on() {
+    let own: Vec<&str> = pimigrate::failpoint::COMMIT
+        .iter()
+        .copied()
+        .filter(|p| *p != "commit-after-bootloader")
+        .collect();
+    assert_eq!(own, [pimigrate::failpoint::COMMIT_AFTER_SWAP]);
+    let atomic = [
+        "atomic-after-temp",
+        "atomic-after-rename",
+        "boot-backup-after-temp",
+        "boot-backup-after-rename",
+        "boot-after-temp",
+        "boot-after-rename",
+        "atomic-after-temp@2",
+        "atomic-after-rename@2",
+    ];
+    for point in own.into_iter().chain(atomic) {
+        let pi = Machine::new();
+        let failed = pi.run_failing(
+            &["verify", "--commit", "--no-bench"],
+            Some(&format!("{point}:error")),
+        );
+        let said = stderr(&failed);
+        assert_eq!(exit_code(&failed), 1, "{point}: {said}");
+        let name = point.split('@').next().unwrap();
+        assert!(
+            said.contains(&format!("fail point {name}")),
+            "{point}: the cause is not said:\n{said}"
+        );
+        let (stands, _, command) = told(point, &said);
+        let cmdline = pi.read("/boot/firmware/cmdline.txt");
+        if stands.contains("not committed and nothing was changed") {
+            assert_eq!(cmdline, ORIGINAL_CMDLINE, "{point}: said unchanged");
+        } else if stands.starts_with("the trial is committed") {
+            assert_eq!(cmdline, TRIAL_CMDLINE, "{point}: said committed");
+        } else {
+            assert!(
+                stands.contains("the original or the trial's"),
+                "{point}: {stands}"
+            );
+            assert!(
+                [ORIGINAL_CMDLINE, TRIAL_CMDLINE].contains(&cmdline.as_str()),
+                "{point}: {cmdline}"
+            );
+        }
+        assert_eq!(command, "sudo pimigrate verify --commit", "{point}");
+        commits(&pi);
+    }
 }

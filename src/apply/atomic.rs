@@ -91,7 +91,7 @@ fn write_synced(path: &Path, bytes: &[u8], points: Points) -> Result<()> {
 fn rename_durably(temp: &Path, dest: &Path, points: Points) -> Result<()> {
     std::fs::rename(temp, dest)
         .with_context(|| format!("renaming {} to {}", temp.display(), dest.display()))?;
-    crate::failpoint::hit(points.after_rename);
+    crate::failpoint::hit(points.after_rename)?;
     sync_path(dest, "the file")?;
     sync_path(dest.parent().unwrap_or(Path::new(".")), "the directory")?;
     if points.whole_filesystem {
@@ -111,7 +111,7 @@ pub fn backup(path: &Path, backup: &Path, points: Points) -> Result<()> {
         std::fs::read(path).with_context(|| format!("reading {} to back it up", path.display()))?;
     let temp = temp_name(backup);
     write_synced(&temp, &bytes, points)?;
-    crate::failpoint::hit(points.after_temp);
+    crate::failpoint::hit(points.after_temp)?;
     rename_durably(&temp, backup, points)
 }
 
@@ -123,7 +123,7 @@ pub fn replace(path: &Path, bytes: &[u8], points: Points) -> Result<()> {
         // FAT has no permissions to keep; ignore what it cannot do.
         let _ = std::fs::set_permissions(&temp, meta.permissions());
     }
-    crate::failpoint::hit(points.after_temp);
+    crate::failpoint::hit(points.after_temp)?;
     rename_durably(&temp, path, points)
 }
 

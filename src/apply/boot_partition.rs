@@ -11,9 +11,11 @@
 //! backups are named by [`crate::plan::edits::backup_name`], the one rule.
 
 use super::atomic;
-use super::journal::Journal;
+use super::standing::Writing;
+use super::state::StateLock;
 use crate::host::Host;
 use crate::plan::PartitionPath;
+use crate::state::journal::Journal;
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 
@@ -30,31 +32,9 @@ pub const BOOT_BACKUP: atomic::Points = atomic::Points {
     whole_filesystem: true,
 };
 
-/// One pimigrate at a time: an exclusive lock in the state directory, held
-/// for as long as this value lives.
-pub struct StateLock {
-    _lock: nix::fcntl::Flock<std::fs::File>,
-}
-
-impl StateLock {
-    pub fn acquire(state_dir: &Path) -> Result<StateLock> {
-        std::fs::create_dir_all(state_dir)
-            .with_context(|| format!("creating {}", state_dir.display()))?;
-        let path = state_dir.join("lock");
-        let file =
-            std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
-        let lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
-            .map_err(|(_, err)| err)
-            .with_context(|| {
-                format!("another pimigrate is running (it holds {})", path.display())
-            })?;
-        Ok(StateLock { _lock: lock })
-    }
-}
-
 /// The permission to change the files of one boot directory.
 pub struct BootWriter<'lock> {
-    _lock: &'lock StateLock,
+    lock: &'lock StateLock,
     /// The same directory as this process opens it.
     dir: PathBuf,
 }
@@ -63,9 +43,15 @@ impl<'lock> BootWriter<'lock> {
     /// `boot_dir` as the inspected system sees it (the journal's `boot_dir`).
     pub fn new(lock: &'lock StateLock, host: &Host, boot_dir: &Path) -> BootWriter<'lock> {
         BootWriter {
-            _lock: lock,
+            lock,
             dir: host.path(boot_dir),
         }
+    }
+
+    /// The lock this permission holds: the one writer of the journal that
+    /// records each change made here.
+    pub fn lock(&self) -> &'lock StateLock {
+        self.lock
     }
 
     /// `/cmdline.txt` → the file to open: the one place a name inside the
@@ -180,27 +166,25 @@ pub fn roll_back(host: &Host, journal: &Journal, state_dir: &Path) -> Result<Vec
         .then(|| crate::system::System::inspect(host))
         .transpose()?;
     let mut restored = Vec::new();
+    // What each error leaves is said by what it stopped writing (`Writing`).
     if let (Some(before), Some(system)) = (&journal.bootloader_before, &system) {
-        restored.extend(super::bootloader::restore(system, journal, before)?);
+        let put_back = super::bootloader::restore(system, journal, before);
+        restored.extend(put_back.context(Writing::Bootloader)?);
     }
     let touched_sd_card = !journal.backups.is_empty() || !journal.created.is_empty();
-    match &system {
+    let files = match &system {
         Some(system) if touched_sd_card => {
             let sd_boot = super::sd_boot::SdBoot::open(system, journal)?;
-            restored.extend(restore(
-                &BootWriter::new(&lock, host, sd_boot.dir()),
-                journal,
-            )?);
+            restore(&BootWriter::new(&lock, host, sd_boot.dir()), journal)
         }
-        Some(_) => {}
-        None => restored.extend(restore(
-            &BootWriter::new(&lock, host, &journal.boot_dir),
-            journal,
-        )?),
-    }
+        Some(_) => Ok(Vec::new()),
+        None => restore(&BootWriter::new(&lock, host, &journal.boot_dir), journal),
+    };
+    restored.extend(files.context(Writing::SdCardBootFiles)?);
     let done = state_dir.join("migration.rolled-back.json");
     std::fs::rename(Journal::path(state_dir), &done)
-        .with_context(|| format!("retiring the journal to {}", done.display()))?;
+        .with_context(|| format!("retiring the journal to {}", done.display()))
+        .context(Writing::Tidying)?;
     Ok(restored)
 }
 
@@ -222,16 +206,5 @@ mod tests {
         // A name that leaves the directory is not a PartitionPath at all.
         assert!(PartitionPath::new("/../etc/fstab").is_err());
         assert!(PartitionPath::new("/").is_err());
-    }
-
-    #[test]
-    fn a_second_lock_is_refused_while_the_first_is_held() {
-        let state = tempfile::tempdir().unwrap();
-        let _first = StateLock::acquire(state.path()).unwrap();
-        let second = StateLock::acquire(state.path()).err().unwrap();
-        assert!(
-            format!("{second:#}").contains("another pimigrate is running"),
-            "{second:#}"
-        );
     }
 }

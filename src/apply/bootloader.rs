@@ -24,11 +24,12 @@
 //! `vcmailbox` sets the Pi 5's one-shot `set_reboot_order`. pimigrate
 //! never writes an EEPROM image itself.
 
-use super::journal::Journal;
 use super::sd_boot::SdBoot;
+use super::state::StateLock;
 use crate::bootcfg::eeprom::{same_config, EepromConfig, EepromEdit, EepromSetting};
 use crate::plan::bootloader::SET_REBOOT_ORDER_TAG;
 use crate::plan::{BootloaderPlan, EepromChange};
+use crate::state::journal::Journal;
 use crate::system::bootloader::{
     pending_in, EepromBase, EepromFacts, EepromWrites, PENDING_UPDATE_FILE,
 };
@@ -312,7 +313,16 @@ impl EepromSite {
             NowFrom::Flash(dump) => dump.path().to_path_buf(),
             NowFrom::Running => match self.facts.base(self.built) {
                 Ok(EepromBase::Release { image, .. }) => image,
-                Ok(other) => bail!("no release image to build the change on ({other:?})"),
+                // The facts changed since the plan read them: an update was
+                // staged, or the EEPROM is now written at once.
+                Ok(other) => bail!(
+                    "no release image to build the change on: {}; nothing was changed, make the plan again",
+                    match other {
+                        EepromBase::Staged { .. } => "an update is staged for the next boot now",
+                        EepromBase::Flash => "the EEPROM is written at once now (read back with flashrom)",
+                        EepromBase::Release { .. } => "the release image is gone",
+                    }
+                ),
                 Err(crate::system::bootloader::BaseError::Downgrade(why))
                 | Err(crate::system::bootloader::BaseError::Unknown(why)) => {
                     bail!("{why}; nothing was changed")
@@ -495,7 +505,7 @@ pub fn make(system: &System, journal: &Journal, change: &EepromChange) -> Result
 
 /// The settings a plan's changes touch.
 fn settings(plan: &BootloaderPlan) -> Vec<EepromSetting> {
-    let changes: Vec<&EepromChange> = [&plan.at_migrate, &plan.at_commit]
+    let changes: Vec<&EepromChange> = [&plan.at_migrate, &plan.power, &plan.at_commit]
         .into_iter()
         .flatten()
         .collect();
@@ -522,7 +532,12 @@ fn settings(plan: &BootloaderPlan) -> Vec<EepromSetting> {
 /// the new root), so `rollback` can put its settings back from either
 /// system. Settings the plan changes that read otherwise now than when
 /// the plan was made are refused: the plan's diffs would lie.
-pub fn remember(system: &System, journal: &mut Journal, state_dir: &Path) -> Result<()> {
+pub fn remember(
+    system: &System,
+    lock: &StateLock,
+    journal: &mut Journal,
+    state_dir: &Path,
+) -> Result<()> {
     let Some(planned) = journal
         .plan
         .bootloader
@@ -567,7 +582,7 @@ pub fn remember(system: &System, journal: &mut Journal, state_dir: &Path) -> Res
         }
     }
     journal.bootloader_before = Some(now.text);
-    journal.save(state_dir)
+    lock.save_journal(journal, state_dir)
 }
 
 /// Whether the bootloader runs with the migration's change now (a Pi 4's
@@ -935,6 +950,7 @@ mod tests {
                 value: 0xf416,
             }))])),
             consent: true,
+            power: None,
             takes_effect: EepromTakesEffect::AtOnce,
         }
     }

@@ -91,7 +91,7 @@ pub fn copy_root(copy: &RootCopy, target: &Path, ctx: &ApplyContext) -> Result<C
     let first = match copy.fresh {
         true => {
             let first = copy_tree(source.path(), target, &options, ctx.cancel, &progress)?;
-            crate::failpoint::hit("after-first-pass");
+            crate::failpoint::hit("after-first-pass")?;
             // A live system changes while it is copied: catch up with it.
             (ctx.step)("second pass: files that changed during the copy");
             Some(first)

@@ -1,23 +1,27 @@
-//! Applies a plan, one journaled step at a time: the only code that writes
-//! to the target; the SD card's boot files through [`BootWriter`].
+//! Applies a plan, one journaled step at a time: the target laid out and
+//! made a replica of the running system ([`super::replica::run`], the
+//! engine a sync's standby is made with too), then what only a migration
+//! does: the trial's guard and the journal on the new root, the
+//! bootloader's config, and the SD card's boot files through
+//! [`BootWriter`].
 //!
 //! Order is what keeps the source safe: everything happens on the target
 //! first; the source's boot files change last, atomically, after a backup,
 //! so an interruption at any point leaves a Pi that boots as before.
 
 use super::atomic;
-use super::boot_partition::{BootWriter, StateLock};
-use super::boot_tree;
+use super::boot_partition::BootWriter;
 use super::bootloader;
-use super::copy_root::{copy_root, RootCopy};
-use super::edit_files::write_edited;
-use super::journal::{Journal, Step};
-use super::layout::{lay_out, LayoutRecord};
+use super::layout::lay_out;
 use super::log::MigrationLog;
-use super::mount::{mount_device, Mounted};
+use super::replica::{self, BootWrite, Points, Record, Replica, ReplicaSpec, Words};
+use super::standing::Writing;
+use super::state::StateLock;
+use crate::failpoint;
 use crate::host::Host;
 use crate::plan::trial::{self, CONFIG_TXT};
 use crate::plan::{edits, EditSite, FileEdit, PartitionPath, PartitionRole, Plan, TargetIdentity};
+use crate::state::journal::{Journal, Step};
 use crate::system::System;
 use anyhow::{bail, Context, Result};
 use std::path::Path;
@@ -38,7 +42,7 @@ pub struct ApplyContext<'a> {
 impl ApplyContext<'_> {
     pub(crate) fn check_cancel(&self) -> Result<()> {
         if self.cancel.load(Ordering::SeqCst) {
-            bail!("interrupted; the source is unchanged. `pimigrate migrate --resume` carries on, `pimigrate rollback` undoes");
+            bail!("interrupted (Ctrl-C or SIGTERM)");
         }
         Ok(())
     }
@@ -77,10 +81,8 @@ fn explain_lost_target(host: &Host, planned: &TargetIdentity, err: anyhow::Error
         .map(|s| format!(", serial {s}"))
         .unwrap_or_default();
     err.context(format!(
-        "the target {}{serial} is gone: it was unplugged or lost power during the migration. \
-         The SD card's boot files are unchanged, so the Pi still boots from the SD card. \
-         Plug the disk in again and run `pimigrate migrate --resume` to carry on, \
-         or `pimigrate rollback` to give up",
+        "the target {}{serial} is gone: it was unplugged or lost power during the migration; \
+         plug it in again before going on",
         planned.path.display()
     ))
 }
@@ -123,71 +125,23 @@ fn apply_steps(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<
     super::mount::clean_up_stale_mounts()?;
     let mut journal = journal;
     let plan = journal.plan.clone();
-    journal.save(&state_dir)?;
+    lock.save_journal(&mut journal, &state_dir)?;
     check_identity(system, &plan.target)?;
-    bootloader::remember(system, &mut journal, &state_dir)?;
+    bootloader::remember(system, &lock, &mut journal, &state_dir)?;
     ctx.check_cancel()?;
-
-    let devices = lay_out(
-        &plan.target,
-        &plan.disk,
-        &mut JournalAt {
-            journal: &mut journal,
-            dir: &state_dir,
-        },
-        ctx,
-    )?;
-    ctx.check_cancel()?;
-
-    let root_device = devices.of(part_number(&plan, PartitionRole::Root)?)?;
-    let target_root = mount_device(root_device, "ext4", "target-root")?;
-    crate::failpoint::hit("after-mount");
-    if !journal.is_done(Step::Copied) {
-        copy_root_step(host, &mut journal, &target_root, &state_dir, ctx)?;
-    }
-    ctx.check_cancel()?;
-
-    let source_boot_dir = host.path(&journal.boot_dir);
-    let target_boot = match &plan.boot_copy {
-        Some(_) => {
-            let boot_device = devices.of(part_number(&plan, PartitionRole::Boot)?)?;
-            let mounted = mount_device(boot_device, "vfat", "target-boot")?;
-            if !journal.is_done(Step::BootFilesCopied) {
-                (ctx.step)("copying the boot files to the new boot partition");
-                boot_tree::sync(
-                    &source_boot_dir,
-                    mounted.path(),
-                    &own_names(&plan, EditSite::TargetBoot),
-                    false,
-                    ctx.cancel,
-                    &|| {},
-                )?;
-                mounted.sync()?;
-                journal.mark(Step::BootFilesCopied, &state_dir)?;
-            }
-            Some(mounted)
-        }
-        None => None,
+    let mut record = JournalAt {
+        lock: &lock,
+        journal: &mut journal,
+        dir: &state_dir,
     };
-
-    if !journal.is_done(Step::TargetEdited) {
-        (ctx.step)("editing fstab (and cmdline.txt) on the target");
-        let source_root = host.path(&journal.source_root);
-        edit_target(
-            &plan,
-            &source_root,
-            &source_boot_dir,
-            &target_root,
-            target_boot.as_ref(),
-        )?;
-        target_root.sync()?;
-        if let Some(boot) = &target_boot {
-            write_target_trial(&plan, boot, system.pi.config_filter)?;
-            boot.sync()?;
-        }
-        crate::failpoint::hit("after-target-edits");
-        journal.mark(Step::TargetEdited, &state_dir)?;
-    }
+    let devices = lay_out(&plan.target, &plan.disk, &mut record, ctx)?;
+    ctx.check_cancel()?;
+    let source_root = host.path(&record.journal.source_root);
+    let source_boot = host.path(&record.journal.boot_dir);
+    let target_trial = |boot: &Path| write_target_trial(&plan, boot, system.pi.config_filter);
+    let spec = replica_spec(&plan, &source_root, &source_boot, &target_trial)?;
+    let replica = replica::run(&devices, &spec, &mut record, ctx)?;
+    set_up_trim(&lock, &mut journal, &state_dir, &replica, ctx)?;
     // The SD card's changes are journaled before the journal travels to the
     // new root, so `rollback` there knows them too.
     let source_boot = match plan.edits.iter().find(|e| e.site == EditSite::SourceBoot) {
@@ -200,59 +154,160 @@ fn apply_steps(system: &System, journal: Journal, ctx: &ApplyContext) -> Result<
         )?),
         _ => None,
     };
-    journal.save(&state_dir)?;
-    super::trial_guard::install(&plan, target_root.path())?;
-    copy_journal_to_target(&journal, &state_dir, target_root.path(), ctx.log)?;
-    crate::failpoint::hit("after-journal-copy");
-    nix::unistd::sync();
-    if let Some(boot) = target_boot {
-        boot.unmount()?;
-    }
-    target_root.unmount()?;
-    crate::failpoint::hit("after-unmount");
+    lock.save_journal(&mut journal, &state_dir)?;
+    leave_target(&lock, &journal, &state_dir, replica, ctx)?;
     drop(devices);
     ctx.check_cancel()?;
-
-    if !journal.is_done(Step::BootloaderConfigured) {
-        if let Some(change) = plan
-            .bootloader
-            .as_ref()
-            .filter(|b| b.consent)
-            .and_then(|b| b.at_migrate.as_ref())
-        {
-            (ctx.step)(&format!(
-                "changing the bootloader's config through rpi-eeprom-config: {}",
-                change.purpose
-            ));
-            let (said, done) = bootloader::make(system, &journal, change)?;
-            if let Some(log) = ctx.log {
-                log.block(&said);
-                log.line(&done);
-            }
-            crate::failpoint::hit("after-bootloader");
-        }
-        journal.mark(Step::BootloaderConfigured, &state_dir)?;
-    }
-
+    configure_bootloader(system, &lock, &mut journal, &state_dir, ctx)?;
     if !journal.is_done(Step::SourceBootEdited) {
-        if let Some(writes) = source_boot {
-            (ctx.step)("updating the SD card's boot files (last, atomically, after a backup)");
-            crate::failpoint::hit("source-edit-start");
-            write_source_boot(&sd_boot, &writes)?;
-            // The SD card now starts the new root; the journal does not
-            // know yet. A power cut here boots the new root, where
-            // `migrate --resume` completes the journal.
-            crate::failpoint::hit("source-boot-written");
+        match source_boot {
+            Some(writes) => {
+                (ctx.step)("updating the SD card's boot files (last, atomically, after a backup)");
+                crate::failpoint::hit("source-edit-start")?;
+                // From here on an error may leave either version of each
+                // file: the standing says so (`Writing`).
+                write_source_boot(&sd_boot, &writes)
+                    // The SD card now starts the new root; the journal does
+                    // not know yet. A power cut here boots the new root,
+                    // where `migrate --resume` completes the journal.
+                    .and_then(|()| Ok(crate::failpoint::hit("source-boot-written")?))
+                    .and_then(|()| lock.mark_step(&mut journal, Step::SourceBootEdited, &state_dir))
+                    .context(Writing::SdCardBootFiles)?;
+            }
+            None => lock.mark_step(&mut journal, Step::SourceBootEdited, &state_dir)?,
         }
-        journal.mark(Step::SourceBootEdited, &state_dir)?;
     }
     Ok(journal)
+}
+
+/// A migration's replica: a fresh copy onto the target's new filesystems,
+/// its own boot tree (a full move), the plan's edits of the target's files
+/// and, with them, a full move's tryboot.txt.
+fn replica_spec<'a>(
+    plan: &'a Plan,
+    source_root: &'a Path,
+    source_boot: &'a Path,
+    target_trial: BootWrite<'a>,
+) -> Result<ReplicaSpec<'a>> {
+    Ok(ReplicaSpec {
+        root: part_number(plan, PartitionRole::Root)?,
+        boot: plan.disk.part(PartitionRole::Boot).map(|(p, _)| p.number),
+        mount_names: ["target-root", "target-boot"],
+        source_root,
+        source_boot,
+        exclusions: &plan.copy.exclusions,
+        checksum: plan.copy.checksum,
+        changed_since: None,
+        fresh: true,
+        boot_left_out: &[],
+        edits: &plan.edits,
+        with_edits: Some(target_trial),
+        words: Words {
+            copy: "copying the root filesystem",
+            boot: "copying the boot files to the new boot partition",
+            edits: "editing fstab (and cmdline.txt) on the target",
+            flush: None,
+        },
+        points: Points {
+            mounted: failpoint::point("after-mount"),
+            copied: failpoint::point("after-copy"),
+            edited: None,
+            flushed: failpoint::point("after-target-edits"),
+        },
+        then: "the source keeps them as they are; fix these first",
+    })
+}
+
+/// The TRIM rule and fstrim.timer's link on the new root, flushed and
+/// then journaled (done again on a resume until then).
+fn set_up_trim(
+    lock: &StateLock,
+    journal: &mut Journal,
+    state_dir: &Path,
+    replica: &Replica,
+    ctx: &ApplyContext,
+) -> Result<()> {
+    if journal.is_done(Step::TrimSetUp) {
+        return Ok(());
+    }
+    let trim = &journal.plan.after_move.trim;
+    if trim.writes() {
+        (ctx.step)("setting up TRIM on the new root (the udev rule, fstrim.timer)");
+    }
+    let done = super::trim_setup::install(trim, replica.root.path())?;
+    if let Some(log) = ctx.log {
+        for line in &done {
+            log.line(line);
+        }
+    }
+    replica.root.sync()?;
+    crate::failpoint::hit("after-trim-setup")?;
+    lock.mark_step(journal, Step::TrimSetUp, state_dir)
+}
+
+/// What the new root gets before it is let go (the trial's guard, the
+/// journal, the reports and the log), then both filesystems flushed and
+/// unmounted.
+fn leave_target(
+    lock: &StateLock,
+    journal: &Journal,
+    state_dir: &Path,
+    replica: Replica,
+    ctx: &ApplyContext,
+) -> Result<()> {
+    super::trial_guard::install(&journal.plan, replica.root.path())?;
+    copy_journal_to_target(lock, journal, state_dir, replica.root.path(), ctx.log)?;
+    crate::failpoint::hit("after-journal-copy")?;
+    nix::unistd::sync();
+    if let Some(boot) = replica.boot {
+        boot.unmount()?;
+    }
+    replica.root.unmount()?;
+    crate::failpoint::hit("after-unmount")?;
+    Ok(())
+}
+
+/// A full move's change to the bootloader's config (`--boot-order
+/// apply`), made once, through rpi-eeprom-config.
+fn configure_bootloader(
+    system: &System,
+    lock: &StateLock,
+    journal: &mut Journal,
+    state_dir: &Path,
+    ctx: &ApplyContext,
+) -> Result<()> {
+    if journal.is_done(Step::BootloaderConfigured) {
+        return Ok(());
+    }
+    let change = journal
+        .plan
+        .bootloader
+        .as_ref()
+        .and_then(|b| b.at_migrate_made());
+    let Some(change) = change else {
+        return lock.mark_step(journal, Step::BootloaderConfigured, state_dir);
+    };
+    (ctx.step)(&format!(
+        "changing the bootloader's config through rpi-eeprom-config: {}",
+        change.purpose
+    ));
+    // An error from here on may leave the change made or not (`Writing`).
+    let mut made = || -> Result<()> {
+        let (said, done) = bootloader::make(system, journal, &change)?;
+        if let Some(log) = ctx.log {
+            log.block(&said);
+            log.line(&done);
+        }
+        crate::failpoint::hit("after-bootloader")?;
+        lock.mark_step(journal, Step::BootloaderConfigured, state_dir)
+    };
+    made().context(Writing::Bootloader)
 }
 
 /// A full move's one-shot boot of the new drive: tryboot.txt on its own
 /// boot partition (its config.txt, a copy of the SD card's, pointing at
 /// the trial's command line, which the edits wrote beside cmdline.txt).
-fn write_target_trial(plan: &Plan, boot: &Mounted, model: Option<&str>) -> Result<()> {
+fn write_target_trial(plan: &Plan, dir: &Path, model: Option<&str>) -> Result<()> {
     let Some(trial) = plan
         .trial_boot
         .as_ref()
@@ -260,7 +315,6 @@ fn write_target_trial(plan: &Plan, boot: &Mounted, model: Option<&str>) -> Resul
     else {
         return Ok(());
     };
-    let dir = boot.path();
     let config_path = PartitionPath::known(CONFIG_TXT).under(dir);
     let config = std::fs::read(&config_path)
         .with_context(|| format!("reading {}", config_path.display()))?;
@@ -293,94 +347,20 @@ pub(crate) fn check_identity(system: &System, planned: &TargetIdentity) -> Resul
         && disk.serial == planned.serial
         && disk.path == planned.path;
     if !same {
-        bail!(
-            "{} is no longer the disk in the plan (was {} {:?} serial {:?}, now {} {:?} serial {:?}); \
-             nothing was written: make the plan again",
-            planned.path.display(),
-            planned.size_bytes,
-            planned.model,
-            planned.serial,
-            disk.size_bytes,
-            disk.model,
-            disk.serial
-        );
-    }
-    Ok(())
-}
-
-/// The live root copied onto the mounted target root (both passes), and
-/// on the target's disk before the journal says so: after a power cut a
-/// resume trusts this step and copies nothing again.
-fn copy_root_step(
-    host: &Host,
-    journal: &mut Journal,
-    target_root: &Mounted,
-    state_dir: &Path,
-    ctx: &ApplyContext,
-) -> Result<()> {
-    (ctx.step)("copying the root filesystem");
-    let plan = &journal.plan;
-    let own = own_files(plan);
-    let own: Vec<&str> = own.iter().map(String::as_str).collect();
-    copy_root(
-        &RootCopy {
-            source: &host.path(&journal.source_root),
-            exclusions: &plan.copy.exclusions,
-            own_files: &own,
-            checksum: plan.copy.checksum,
-            changed_since: None,
-            fresh: true,
-            then: "the source is unchanged; fix these and run `pimigrate migrate --resume`",
-        },
-        target_root.path(),
-        ctx,
-    )?;
-    target_root.sync()?;
-    crate::failpoint::hit("after-copy");
-    journal.mark(Step::Copied, state_dir)
-}
-
-/// The files on the new root the plan edits: the copy leaves them out and
-/// the edits write them.
-fn own_files(plan: &Plan) -> Vec<String> {
-    plan.edits
-        .iter()
-        .filter(|e| e.site == EditSite::TargetRoot)
-        .map(|e| e.output.to_string())
-        .collect()
-}
-
-/// The names on the new boot partition the plan edits, which the boot
-/// tree's copy leaves to the edits.
-fn own_names(plan: &Plan, site: EditSite) -> Vec<String> {
-    plan.edits
-        .iter()
-        .filter(|e| e.site == site)
-        .map(|e| e.output.file_name().to_string_lossy().into_owned())
-        .collect()
-}
-
-/// The plan's edits of the target's files (fstab, ROOTPART, and a full
-/// move's cmdline.txt on the new boot partition), made on the running
-/// system's files as they are now.
-fn edit_target(
-    plan: &Plan,
-    source_root: &Path,
-    source_boot: &Path,
-    target_root: &Mounted,
-    target_boot: Option<&Mounted>,
-) -> Result<()> {
-    for edit in plan.edits.iter().filter(|e| e.site != EditSite::SourceBoot) {
-        let (from, to) = match edit.site {
-            EditSite::TargetBoot => (
-                source_boot,
-                target_boot
-                    .map(Mounted::path)
-                    .context("the plan edits a target boot partition it does not have")?,
-            ),
-            _ => (source_root, target_root.path()),
+        let seen = |size: u64, model: Option<&str>, serial: Option<&str>| {
+            format!(
+                "{}, {}, serial {}",
+                crate::units::binary(size),
+                model.unwrap_or("no model"),
+                serial.unwrap_or("none")
+            )
         };
-        write_edited(from, to, edit)?;
+        bail!(
+            "{} is no longer the disk in the plan (it was {}, now {}); nothing was written: make the plan again",
+            planned.path.display(),
+            seen(planned.size_bytes, planned.model.as_deref(), planned.serial.as_deref()),
+            seen(disk.size_bytes, disk.model.as_deref(), disk.serial.as_deref())
+        );
     }
     Ok(())
 }
@@ -390,22 +370,31 @@ fn part_number(plan: &Plan, role: PartitionRole) -> Result<u32> {
     plan.disk
         .part(role)
         .map(|(p, _)| p.number)
-        .with_context(|| format!("the plan has no {role:?} partition"))
+        .with_context(|| format!("the plan has no {} partition", role_name(role)))
 }
 
-/// The migration's journal as the record of its layout steps.
+/// A partition's role, in words.
+fn role_name(role: PartitionRole) -> &'static str {
+    match role {
+        PartitionRole::Root => "root",
+        PartitionRole::Boot => "boot",
+    }
+}
+
+/// The migration's journal as the record of the replica's steps.
 struct JournalAt<'a> {
+    lock: &'a StateLock,
     journal: &'a mut Journal,
     dir: &'a Path,
 }
 
-impl LayoutRecord for JournalAt<'_> {
+impl Record for JournalAt<'_> {
     fn is_done(&self, step: Step) -> bool {
         self.journal.is_done(step)
     }
 
     fn mark(&mut self, step: Step) -> Result<()> {
-        self.journal.mark(step, self.dir)
+        self.lock.mark_step(self.journal, step, self.dir)
     }
 }
 
@@ -496,6 +485,7 @@ fn write_source_boot(sd_boot: &BootWriter, prepared: &SourceBootWrites) -> Resul
 /// "before" figures `verify` compares the new root with, and the log, so
 /// the new system's /var/log/pimigrate tells how it was made.
 fn copy_journal_to_target(
+    lock: &StateLock,
     journal: &Journal,
     state_dir: &Path,
     target_root: &Path,
@@ -503,7 +493,7 @@ fn copy_journal_to_target(
 ) -> Result<()> {
     let dir = target_root.join("var/lib/pimigrate");
     let mut copy = journal.clone();
-    copy.save(&dir)?;
+    lock.save_journal(&mut copy, &dir)?;
     copy_reports(&state_dir.join("reports"), &dir.join("reports"))?;
     if let Some(log) = log {
         // The last steps (unmounting, the SD card's boot files) happen after
@@ -576,7 +566,7 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("unplugged"), "{text}");
-        assert!(text.contains("pimigrate migrate --resume"), "{text}");
+        assert!(text.contains("plug it in again"), "{text}");
         // The original error stays, for the log and bug reports.
         assert!(
             text.contains("writing /run/pimigrate/x/usr/bin/ls"),

@@ -5,12 +5,13 @@
 //! devices of a disk's partitions, whoever laid them out.
 
 use super::executor::ApplyContext;
-use super::journal::Step;
 use super::loopparts::PartitionLoops;
+use super::replica::Record;
 use super::reread::{reread_partition_table, wait_for_partitions, ReReadOutcome};
 use super::{table, wipe};
 use crate::plan::replica::DiskLayout;
 use crate::plan::TargetIdentity;
+use crate::state::journal::Step;
 use crate::system::disks::Transport;
 use crate::system::System;
 use anyhow::{bail, Context, Result};
@@ -19,14 +20,6 @@ use std::time::Duration;
 
 /// How long the kernel and udev get to create partition devices.
 const PARTITION_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Where a layout's steps are recorded once done, so an interrupted run
-/// redoes only what is not: a migration's journal, a standby's record.
-pub trait LayoutRecord {
-    fn is_done(&self, step: Step) -> bool;
-    /// Records `step` durably before the next one begins.
-    fn mark(&mut self, step: Step) -> Result<()>;
-}
 
 /// The devices of a disk's partitions: the kernel's nodes, or where the
 /// kernel reads no partition table (a loop disk on a kernel without
@@ -135,7 +128,7 @@ impl PartitionDevices {
 pub fn lay_out(
     target: &TargetIdentity,
     disk: &DiskLayout,
-    record: &mut dyn LayoutRecord,
+    record: &mut dyn Record,
     ctx: &ApplyContext,
 ) -> Result<PartitionDevices> {
     let mut whole = open_exclusive(&target.path)?;
@@ -152,11 +145,11 @@ pub fn lay_out(
             .iter()
             .map(|p| p.start_sector * ss)
             .collect();
-        crate::failpoint::hit("before-wipe");
+        crate::failpoint::hit("before-wipe")?;
         wipe::wipe_signatures(&whole, target.size_bytes, &starts)?;
-        crate::failpoint::hit("after-wipe");
+        crate::failpoint::hit("after-wipe")?;
         table::write_table(&mut *whole, &disk.table, target.size_bytes)?;
-        crate::failpoint::hit("after-table");
+        crate::failpoint::hit("after-table")?;
         whole
             .sync_all()
             .with_context(|| format!("flushing {}", target.path.display()))?;
@@ -168,7 +161,7 @@ pub fn lay_out(
     // partitions (mke2fs: "apparently in use by the system"), and while it
     // is flock'ed udev does not probe the new partitions (settle times out).
     drop(whole);
-    crate::failpoint::hit("after-reread");
+    crate::failpoint::hit("after-reread")?;
     let devices = PartitionDevices::after_layout(target, disk, reread)?;
     if !record.is_done(Step::Formatted) {
         for mkfs in &disk.filesystems {
@@ -176,7 +169,7 @@ pub fn lay_out(
             (ctx.step)(&format!("creating {} on {}", mkfs.fstype, device.display()));
             run_mkfs(&mkfs.command_for(&device.to_string_lossy()))?;
             flush_device(device)?;
-            crate::failpoint::hit("after-mkfs");
+            crate::failpoint::hit("after-mkfs")?;
         }
         record.mark(Step::Formatted)?;
     }
@@ -227,8 +220,9 @@ fn run_mkfs(command: &[String]) -> Result<()> {
         .with_context(|| format!("running {program}"))?;
     if !output.status.success() {
         bail!(
-            "`{program} {}` failed: {}",
+            "`{program} {}` failed ({}): {}",
             args.join(" "),
+            output.status,
             String::from_utf8_lossy(&output.stderr).trim()
         );
     }

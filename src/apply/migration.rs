@@ -3,12 +3,12 @@
 //! display and a log, and what the person does next.
 
 use super::executor::{apply, ApplyContext};
-use super::journal::{Journal, Step};
 use super::log::MigrationLog;
+use super::standing;
 use crate::plan::render::{plan_text, Detail, Purpose};
-use crate::plan::{
-    BootloaderPlan, EepromTakesEffect, Handover, Layout, PartitionRole, Plan, TrialRoute,
-};
+use crate::plan::{BootloaderPlan, EepromTakesEffect, Handover, Layout, Plan, TrialRoute};
+use crate::state::journal::{runs_from_target, Journal, Step};
+use crate::system::kernel_events::{disk_events, uas_trouble, DiskNames, EventKind, KernelLog};
 use crate::system::System;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
@@ -72,13 +72,13 @@ pub fn start(
                     );
                 }
             }
-            if is_complete(&journal) {
+            if journal.is_complete() {
                 Start::Finished(journal, Status::AlreadyComplete)
             } else {
                 Start::Resume(journal)
             }
         }
-        (false, Some(journal)) if !is_complete(&journal) => bail!(
+        (false, Some(journal)) if !journal.is_complete() => bail!(
             "an earlier migration to {} stopped before it finished: `pimigrate migrate --resume` carries \
              on, `pimigrate rollback` undoes it",
             journal.plan.target.path.display()
@@ -104,45 +104,14 @@ pub fn new_journal(system: &System, plan: Plan) -> Result<Journal> {
     ))
 }
 
-/// Whether `journal`'s migration reached its end: its last step recorded,
-/// or this system running from the target's root.
-pub fn landed(system: &System, journal: &Journal) -> bool {
-    is_complete(journal) || runs_from_target(system, &journal.plan)
-}
-
-fn is_complete(journal: &Journal) -> bool {
-    journal.is_done(Step::SourceBootEdited)
-}
-
 /// The journal of a migration whose new root is running, with its last
 /// step recorded (under the state lock) if it was not.
 fn complete(mut journal: Journal, state_dir: &Path) -> Result<Journal> {
-    if !is_complete(&journal) {
-        let _lock = super::boot_partition::StateLock::acquire(state_dir)?;
-        journal.mark(Step::SourceBootEdited, state_dir)?;
+    if !journal.is_complete() {
+        let lock = super::state::StateLock::acquire(state_dir)?;
+        lock.mark_step(&mut journal, Step::SourceBootEdited, state_dir)?;
     }
     Ok(journal)
-}
-
-/// Is the running root the planned root partition on the target?
-pub fn runs_from_target(system: &System, plan: &Plan) -> bool {
-    let Some(root) = plan
-        .disk
-        .table
-        .partitions
-        .iter()
-        .find(|p| p.role == PartitionRole::Root)
-    else {
-        return false;
-    };
-    let Some(devno) = system.source.running_root_devno else {
-        return false;
-    };
-    system
-        .disks
-        .iter()
-        .flat_map(|d| &d.partitions)
-        .any(|p| p.devno == Some(devno) && p.partuuid.as_deref() == Some(root.partuuid.as_str()))
 }
 
 /// Does the journal's target still carry the table the migration wrote
@@ -152,6 +121,47 @@ fn target_still_holds(system: &System, plan: &Plan) -> bool {
         d.devno == plan.target.devno
             && d.disk_id.as_deref() == Some(plan.disk.table.disk_id.as_str())
     })
+}
+
+/// `err`, which stopped a migration run (`migrate`, the wizard), ending
+/// with where the Pi stands and what goes on. `about` is the journal of
+/// the migration the run took up, if it got that far, and `saved` whether
+/// the state directory held it then (a resume) or not yet (a new one).
+pub fn stopped(
+    err: anyhow::Error,
+    state_dir: &Path,
+    about: Option<&Journal>,
+    saved: bool,
+    purpose: Purpose,
+) -> anyhow::Error {
+    standing::attach(err, |writing| {
+        let now = Journal::load(state_dir).ok().flatten();
+        let journal = match about {
+            // Before the run took one up: an earlier migration that
+            // stopped is where the Pi stands; one that finished is not
+            // this run's.
+            None => now.filter(|j| !j.is_complete()),
+            Some(ours) => match now.filter(|j| same_migration(j, ours)) {
+                Some(now) => Some(now),
+                None => saved.then(|| ours.clone()),
+            },
+        };
+        let first = journal
+            .as_ref()
+            .and_then(|j| next_steps(&j.plan, purpose).into_iter().next());
+        standing::migration(
+            journal.as_ref(),
+            writing,
+            &standing::this_command(),
+            first.as_deref(),
+        )
+    })
+}
+
+/// Whether two journals are of one migration (the same start, the same
+/// new disk id).
+fn same_migration(a: &Journal, b: &Journal) -> bool {
+    a.started == b.started && a.plan.disk.table.disk_id == b.plan.disk.table.disk_id
 }
 
 /// How the executor's progress is shown.
@@ -207,6 +217,9 @@ pub fn apply_with_progress(
         progress: &progress,
         log: Some(&log),
     };
+    // The kernel log's last record before the copy: what the bridge does
+    // under pimigrate's own load is looked at afterwards.
+    let mark = KernelLog::read(&system.host).last_seq();
     let result = apply(system, journal, &ctx);
     if let Some(bar) = &bar {
         bar.finish_and_clear();
@@ -214,6 +227,13 @@ pub fn apply_with_progress(
     match &result {
         Ok(journal) => {
             log.line("done");
+            if let Some(note) = mark.and_then(|mark| uas_trouble_since(system, &journal.plan, mark))
+            {
+                log.line(&note);
+                if !crate::signals::hung_up() {
+                    crate::signals::eprint_line(&format!("pimigrate: {note}"));
+                }
+            }
             log.line(&format!(
                 "next:\n{}",
                 next_steps(&journal.plan, purpose).join("\n")
@@ -237,6 +257,51 @@ pub fn apply_with_progress(
     result
 }
 
+/// What the kernel logged of the target's bridge on uas since the record
+/// `mark` (the migration's own copy), when it aborted or reset and the
+/// plan does not already move it to usb-storage: the quirk, to set in the
+/// new system.
+fn uas_trouble_since(system: &System, plan: &Plan, mark: u64) -> Option<String> {
+    let quirk = plan.after_move.usb_quirk.as_ref()?;
+    if quirk.driver.as_deref() != Some("uas") || quirk.sets() || quirk.already {
+        return None;
+    }
+    let log = KernelLog::read(&system.host);
+    let names = DiskNames::of_disk(&system.host, &plan.target.name);
+    let events = disk_events(log.after(mark), &names);
+    if !uas_trouble(&events) {
+        return None;
+    }
+    let trouble: Vec<_> = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.kind,
+                EventKind::UasAbort | EventKind::UasReset | EventKind::UsbReset
+            )
+        })
+        .collect();
+    let first = trouble
+        .first()
+        .map(|e| e.message.as_str())
+        .unwrap_or_default();
+    let fix = match &quirk.refused {
+        None => format!(
+            "in the new system, `sudo pimigrate verify --apply-quirk` sets {} (usb-storage instead; \
+             it costs speed and usually TRIM)",
+            quirk.argument.as_deref().unwrap_or("usb-storage.quirks")
+        ),
+        Some(why) => format!("it cannot be moved to usb-storage: {why}"),
+    };
+    Some(format!(
+        "the kernel logged {} uas abort or reset message(s) of {} during the migration (first: \"{first}\"): \
+         the bridge {} misbehaves on uas; {fix}",
+        trouble.len(),
+        plan.target.path.display(),
+        quirk.bridge
+    ))
+}
+
 /// The log's head: which build, what is moved where, and the whole plan.
 fn log_start(log: &MigrationLog, journal: &Journal, purpose: Purpose) {
     log.line(&format!(
@@ -246,7 +311,7 @@ fn log_start(log: &MigrationLog, journal: &Journal, purpose: Purpose) {
         journal.plan.target.path.display()
     ));
     if !journal.done.is_empty() {
-        let done: Vec<String> = journal.done.iter().map(|s| format!("{s:?}")).collect();
+        let done: Vec<&str> = journal.done.iter().map(|s| s.name()).collect();
         log.line(&format!(
             "resuming; steps already done: {}",
             done.join(", ")
@@ -487,9 +552,9 @@ pub fn reboot(journal: &mut Journal, state_dir: &Path, into: RebootInto) -> Resu
         {
             super::bootloader::set_reboot_order(order)?;
         }
-        let _lock = super::boot_partition::StateLock::acquire(state_dir)?;
+        let lock = super::state::StateLock::acquire(state_dir)?;
         journal.trial_requested = Some(crate::clock::now());
-        journal.save(state_dir)?;
+        lock.save_journal(journal, state_dir)?;
         command.arg("0 tryboot");
     }
     let status = command.status().context("running systemctl reboot")?;
@@ -497,4 +562,58 @@ pub fn reboot(journal: &mut Journal, state_dir: &Path, into: RebootInto) -> Resu
         bail!("systemctl reboot failed ({status}); reboot by hand");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The Pi 4 fixture, copied so its kernel log can grow.
+    fn pi4() -> (tempfile::TempDir, System) {
+        let dir = tempfile::tempdir().unwrap();
+        let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pi4");
+        let status = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(format!("{}/.", from.display()))
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let system = System::inspect(&crate::host::Host::with_root(dir.path())).unwrap();
+        (dir, system)
+    }
+
+    /// What the bridge did during pimigrate's own copy is looked at after
+    /// it: resets logged after the mark name the quirk to set in the new
+    /// system; what came before the mark, or nothing, says nothing.
+    #[test]
+    fn uas_resets_during_the_copy_are_named_with_the_quirk() {
+        let (dir, system) = pi4();
+        let mut options = crate::plan::Options::new("/dev/sda");
+        options.seed = Some(7);
+        let plan = crate::plan::plan(&system, &options).unwrap();
+        let mark = KernelLog::read(&system.host).last_seq().unwrap();
+        assert_eq!(uas_trouble_since(&system, &plan, mark), None);
+        let kmsg = dir.path().join("dev/kmsg");
+        let mut log = std::fs::read_to_string(&kmsg).unwrap();
+        log.push_str("4,1300,99000000,-;sd 0:0:0:0: [sda] tag#3 uas_eh_abort_handler 0 uas-tag 1 inflight: CMD OUT\n");
+        log.push_str("6,1301,99000100,-;scsi host0: uas_eh_device_reset_handler start\n");
+        std::fs::write(&kmsg, log).unwrap();
+        let note = uas_trouble_since(&system, &plan, mark).expect("a note");
+        assert!(
+            note.starts_with("the kernel logged 2 uas abort or reset message(s) of /dev/sda during the migration"),
+            "{note}"
+        );
+        assert!(
+            note.contains(
+                "sudo pimigrate verify --apply-quirk` sets usb-storage.quirks=174c:55aa:u"
+            ),
+            "{note}"
+        );
+        assert_eq!(uas_trouble_since(&system, &plan, 1301), None);
+        // A plan that sets the quirk already has nothing to add.
+        options.usb_quirk = true;
+        let quirked = crate::plan::plan(&system, &options).unwrap();
+        assert_eq!(uas_trouble_since(&system, &quirked, mark), None);
+    }
 }

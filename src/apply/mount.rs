@@ -2,14 +2,12 @@
 //! after its unmount succeeded: removing files through a mount that is
 //! still there would delete the target's (or worse, the source's) data.
 
+use crate::system::mounts::{is_stale, RUN_DIR};
 use anyhow::{Context, Result};
 use nix::errno::Errno;
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-/// Private directory for the tool's mount points (0700, root only).
-pub const RUN_DIR: &str = "/run/pimigrate";
 
 pub struct Mounted {
     point: PathBuf,
@@ -213,8 +211,7 @@ pub fn clean_up_stale_mounts() -> Result<Vec<PathBuf>> {
         .mounts
         .iter()
         .map(|m| m.mountpoint.clone())
-        .filter(|p| p.parent() == Some(Path::new(RUN_DIR)))
-        .filter(|p| owner_is_gone(p))
+        .filter(|p| is_stale(p))
         .collect();
     points.sort();
     points.dedup();
@@ -235,32 +232,9 @@ pub fn clean_up_stale_mounts() -> Result<Vec<PathBuf>> {
     // between unmount and rmdir).
     for entry in std::fs::read_dir(RUN_DIR).into_iter().flatten().flatten() {
         let path = entry.path();
-        if owner_is_gone(&path) && std::fs::remove_dir(&path).is_ok() {
+        if is_stale(&path) && std::fs::remove_dir(&path).is_ok() {
             cleaned.push(path);
         }
     }
     Ok(cleaned)
-}
-
-/// A mount point pimigrate made under [`RUN_DIR`] for a run that is gone
-/// (killed, or ended by a stalled disk): the next run unmounts it
-/// ([`clean_up_stale_mounts`]), so it does not count as the disk in use.
-pub fn is_stale(point: &Path) -> bool {
-    point.parent() == Some(Path::new(RUN_DIR)) && owner_is_gone(point)
-}
-
-fn owner_is_gone(point: &Path) -> bool {
-    let name = point
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    match name
-        .rsplit_once('-')
-        .and_then(|(_, pid)| pid.parse::<u32>().ok())
-    {
-        Some(pid) => {
-            pid != std::process::id() && !Path::new("/proc").join(pid.to_string()).exists()
-        }
-        None => false,
-    }
 }

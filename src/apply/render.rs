@@ -1,7 +1,9 @@
-//! How a `migrate` run ended, as text people read.
+//! How a `migrate` or a `sync` run ended, as text people read.
 
-use super::journal::Journal;
 use super::migration::Status;
+use super::standby::SyncOutcome;
+use crate::state::journal::Journal;
+use crate::units::binary;
 use std::fmt::Write;
 
 /// What the run did (or why there was nothing to do) and the steps that
@@ -34,6 +36,53 @@ pub fn finished_text(journal: &Journal, status: Status, steps: &[String], quiet:
         for (n, step) in steps.iter().enumerate() {
             let _ = writeln!(out, "  {}. {step}", n + 1);
         }
+    }
+    out
+}
+
+/// How a sync ended: what it copied, the standby's checks, and whether
+/// it would boot (with how to boot it).
+pub fn sync_outcome_text(outcome: &SyncOutcome, quiet: bool) -> String {
+    let mut out = String::new();
+    let copy = &outcome.copy;
+    if !quiet {
+        let _ = writeln!(
+            out,
+            "Copied {} files ({}), {} entries unchanged, {} removed",
+            copy.files,
+            binary(copy.bytes),
+            copy.unchanged,
+            copy.deleted
+        );
+        if let Some(boot) = &outcome.boot {
+            let _ = writeln!(
+                out,
+                "Boot files: {} copied, {} unchanged, {} removed",
+                boot.copied, boot.unchanged, boot.removed
+            );
+        }
+        for check in &outcome.checks {
+            let mark = if check.pass { "✓" } else { "✗" };
+            let _ = writeln!(out, "  {mark} {}", check.message);
+            if let Some(hint) = check.hint.as_ref().filter(|_| !check.pass) {
+                let _ = writeln!(out, "      {hint}");
+            }
+        }
+    }
+    let disk = outcome.record.disk.display();
+    if outcome.bootable() {
+        let _ = writeln!(out, "The standby on {disk} is up to date and would boot.");
+        if !quiet && !outcome.record.boot_steps.is_empty() {
+            let _ = writeln!(out, "To boot it:");
+            for step in &outcome.record.boot_steps {
+                let _ = writeln!(out, "  {step}");
+            }
+        }
+    } else {
+        let _ = writeln!(
+            out,
+            "The standby on {disk} is up to date but would NOT boot: see the failed checks above."
+        );
     }
     out
 }

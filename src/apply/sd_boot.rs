@@ -5,8 +5,8 @@
 //! may be on it, and on a Pi 4 the boot ROM runs recovery.bin (a staged
 //! bootloader update) from it alone.
 
-use super::journal::Journal;
 use super::mount::{mount_device, Mounted};
+use crate::state::journal::Journal;
 use crate::system::disks::device_name;
 use crate::system::source::resolve;
 use crate::system::System;

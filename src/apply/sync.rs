@@ -3,17 +3,18 @@
 //! lines and a progress line on a terminal, and a run that fails, stalls
 //! or is interrupted recorded as incomplete with its reason.
 
-use super::boot_partition::StateLock;
 use super::executor::ApplyContext;
 use super::log::MigrationLog;
 use super::standby::{apply, SyncOutcome};
+use super::state::StateLock;
+use crate::state::standby::StandbyRecord;
 use crate::sync::plan::SyncPlan;
-use crate::sync::record::{mark_failed, StandbyRecord};
 use crate::sync::watchdog::Watchdog;
 use crate::system::System;
 use anyhow::Result;
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What the person sees while it runs.
@@ -56,8 +57,8 @@ pub fn sync_with_progress(
     let state_dir = system.host.path(&system.host.state_dir);
     // Another run holds the lock: this one ends here, and leaves the
     // record, which is that run's, alone.
-    let lock = StateLock::acquire(&state_dir).map_err(Ended::Failed)?;
-    let watchdog = stall_watchdog(system, plan, stall_timeout);
+    let lock = Arc::new(StateLock::acquire(&state_dir).map_err(Ended::Failed)?);
+    let watchdog = stall_watchdog(system, plan, stall_timeout, Arc::clone(&lock));
     let step = |message: &str| {
         watchdog.advance();
         log.line(message);
@@ -91,11 +92,12 @@ pub fn sync_with_progress(
     }
     drop(watchdog);
     result.map_err(|err| {
-        let _ = mark_failed(&state_dir, &format!("{err:#}"));
+        let _ = lock.mark_standby_failed(&state_dir, &format!("{err:#}"));
         match cancel.load(Ordering::SeqCst) {
             true => Ended::Interrupted,
+            // What it leaves and what goes on: `commands::sync` says.
             false => Ended::Failed(err.context(format!(
-                "syncing the standby {}; it is marked incomplete, and the next `sudo pimigrate sync` completes it",
+                "syncing the standby {}",
                 plan.standby.disk.path.display()
             ))),
         }
@@ -103,7 +105,13 @@ pub fn sync_with_progress(
 }
 
 /// Ends the run when the standby's disk stops answering.
-fn stall_watchdog(system: &System, plan: &SyncPlan, timeout: Duration) -> Watchdog {
+/// It holds the state directory's lock too, to record why.
+fn stall_watchdog(
+    system: &System,
+    plan: &SyncPlan,
+    timeout: Duration,
+    lock: Arc<StateLock>,
+) -> Watchdog {
     let state_dir = system.host.path(&system.host.state_dir);
     let disk = plan.standby.disk.path.clone();
     let stat = system
@@ -115,14 +123,15 @@ fn stall_watchdog(system: &System, plan: &SyncPlan, timeout: Duration) -> Watchd
         Box::new(move |quiet| {
             let message = format!(
                 "the standby {} stopped answering: nothing was copied, read or written for {} s \
-                 (--stall-timeout {}). It is marked incomplete. Check the disk (`dmesg`), then run \
-                 `sudo pimigrate sync` again",
+                 (--stall-timeout {}); check the disk (`dmesg`)",
                 disk.display(),
                 quiet.as_secs(),
                 timeout.as_secs()
             );
-            let _ = mark_failed(&state_dir, &message);
-            crate::signals::eprint_line(&format!("pimigrate: {message}"));
+            let _ = lock.mark_standby_failed(&state_dir, &message);
+            let standing =
+                super::standing::sync(Some(&disk), true, &super::standing::this_command());
+            crate::signals::eprint_line(&format!("pimigrate: {message}\n{standing}"));
             std::process::exit(i32::from(crate::exit::EXIT_ERROR));
         }),
     )

@@ -78,7 +78,7 @@ where
             .type_id
             .to_uppercase()
             .parse()
-            .map_err(|e| anyhow::anyhow!("GPT type {}: {e:?}", part.type_id))?;
+            .map_err(|e| anyhow::anyhow!("GPT type {}: {e}", part.type_id))?;
         partitions.insert(
             part.number,
             gpt::partition::Partition {

@@ -11,11 +11,23 @@
 //! boot), and the SoC's watchdog covers a hung kernel, not a boot that
 //! waits at the emergency shell.
 //!
+//! Every reboot here is `reboot-force`: PID 1 goes straight to its
+//! shutdown program, with no unit to load. A plain `reboot` starts
+//! reboot.target, whose unit file a root that vanished cannot give, and
+//! then nothing happens at all. When the shutdown program itself cannot be
+//! run (the root gone), `systemd.crash_reboot=1` on the trial's command
+//! line makes PID 1 reboot 10 s later instead of freezing. Not
+//! `reboot-immediate`: its `sync()` runs in PID 1, and on a drive that
+//! hangs rather than vanishes it would wait for ever, where
+//! systemd-shutdown gives up on a sync that makes no progress.
+//!
 //! The units call a copy of the pimigrate that made the migration, kept on
 //! the new root: the trial must not depend on where pimigrate was run from
 //! (a tree of its own, a share that a trial boot does not have).
 
-use crate::plan::trial_guard::{TrialGuard, TRIAL_BOOT_DEADLINE_SECONDS, TRIAL_MARKER};
+use crate::plan::trial_guard::{
+    TrialGuard, TRIAL_BOOT_DEADLINE_SECONDS, TRIAL_EMERGENCY_SECONDS, TRIAL_MARKER,
+};
 use crate::plan::Plan;
 use anyhow::{Context, Result};
 use std::os::unix::fs::PermissionsExt;
@@ -66,33 +78,19 @@ fn write_executable(path: &Path, bytes: &[u8]) -> Result<()> {
 /// The generator's text: POSIX sh, as generators run before most of the
 /// system (no D-Bus, the root may still be read-only; only /run is written).
 pub fn generator(guard: &TrialGuard, program: &str) -> String {
-    let deadline = TRIAL_BOOT_DEADLINE_SECONDS;
-    let check = if guard.auto_commit {
-        format!(
-            r#"
-# --auto-commit: once the system is up, check the trial and commit it, or
-# record why not and reboot (FailureAction), so the SD card starts next.
-if [ "$mode" = auto-commit ]; then
-	cat >"$out/{CHECK_UNIT}" <<EOF
-[Unit]
-Description=pimigrate: check the trial boot, then commit it or go back to the SD card
-After=multi-user.target
-FailureAction=reboot
-[Service]
-Type=oneshot
-ExecStart={program} trial check
-TimeoutStartSec=900
-StandardOutput=journal+console
-StandardError=journal+console
-EOF
-	mkdir -p "$out/multi-user.target.wants"
-	ln -sf "../{CHECK_UNIT}" "$out/multi-user.target.wants/{CHECK_UNIT}"
-fi
-"#
-        )
-    } else {
-        String::new()
-    };
+    let mut script = prologue();
+    script.push_str(&emergency_reboots(program));
+    script.push_str(&boot_deadline());
+    if guard.auto_commit {
+        script.push_str(&auto_commit_check(program));
+    }
+    script
+}
+
+/// The generator's start: the trial's marker read from the kernel's
+/// command line (none: the generator writes nothing), and the helper that
+/// writes a drop-in.
+fn prologue() -> String {
     format!(
         r#"#!/bin/sh
 # pimigrate's trial-boot guard, written by `pimigrate migrate` (see the plan,
@@ -114,9 +112,18 @@ dropin() {{
 	cat >"$out/$1.d/99-pimigrate-trial.conf"
 }}
 
-# Emergency or rescue mode waits for a person at the console: in the trial
+"#
+    )
+}
+
+/// Emergency and rescue mode, in the trial: record why, then reboot.
+fn emergency_reboots(program: &str) -> String {
+    let emergency = TRIAL_EMERGENCY_SECONDS;
+    format!(
+        r#"# Emergency or rescue mode waits for a person at the console: in the trial
 # it records why (on this root and the SD card's) and reboots instead, and
-# the one-shot trial is over.
+# the one-shot trial is over. Each command may fail (a root that vanished
+# has neither): the reboot comes all the same.
 for mode_unit in emergency rescue; do
 	dropin "$mode_unit.service" <<EOF
 [Unit]
@@ -129,11 +136,21 @@ ExecStart=-/bin/echo "pimigrate: the trial boot stopped in $mode_unit mode; rebo
 StandardInput=null
 StandardOutput=journal+console
 StandardError=journal+console
-TimeoutStartSec=120
+TimeoutStartSec={emergency}
 EOF
 done
 
-# A boot that never reaches its target (a unit that hangs) is reset.
+"#
+    )
+}
+
+/// The trial boot's deadline for reaching its target.
+fn boot_deadline() -> String {
+    let deadline = TRIAL_BOOT_DEADLINE_SECONDS;
+    format!(
+        r#"# A boot that never reaches its target (a unit that hangs) is reset.
+# reboot-force everywhere: PID 1 reboots without loading a unit, and with
+# systemd.crash_reboot=1 even without its shutdown program.
 for target in multi-user.target graphical.target; do
 	dropin "$target" <<EOF
 [Unit]
@@ -141,7 +158,39 @@ JobTimeoutSec={deadline}
 JobTimeoutAction=reboot-force
 EOF
 done
-{check}"#
+"#
+    )
+}
+
+/// `--auto-commit`: the unit that checks and commits the trial once the
+/// system is up.
+fn auto_commit_check(program: &str) -> String {
+    let deadline = TRIAL_BOOT_DEADLINE_SECONDS;
+    format!(
+        r#"
+# --auto-commit: once the system is up, check the trial and commit it, or
+# record why not and reboot (FailureAction), so the SD card starts next.
+# Its job, queued as the boot starts, has the boot's deadline: a check that
+# hangs resets the Pi too.
+if [ "$mode" = auto-commit ]; then
+	cat >"$out/{CHECK_UNIT}" <<EOF
+[Unit]
+Description=pimigrate: check the trial boot, then commit it or go back to the SD card
+After=multi-user.target
+FailureAction=reboot-force
+JobTimeoutSec={deadline}
+JobTimeoutAction=reboot-force
+[Service]
+Type=oneshot
+ExecStart={program} trial check
+TimeoutStartSec={deadline}
+StandardOutput=journal+console
+StandardError=journal+console
+EOF
+	mkdir -p "$out/multi-user.target.wants"
+	ln -sf "../{CHECK_UNIT}" "$out/multi-user.target.wants/{CHECK_UNIT}"
+fi
+"#
     )
 }
 
@@ -265,7 +314,13 @@ mod tests {
             unit.contains(&format!("ExecStart={TRIAL_PROGRAM} trial check")),
             "{unit}"
         );
-        assert!(unit.contains("FailureAction=reboot"), "{unit}");
+        assert!(unit.contains("FailureAction=reboot-force\n"), "{unit}");
+        assert!(
+            unit.contains(&format!(
+                "JobTimeoutSec={TRIAL_BOOT_DEADLINE_SECONDS}\nJobTimeoutAction=reboot-force\n"
+            )),
+            "{unit}"
+        );
         // A guard-only trial's marker never starts the check.
         let dir = run(&script, "root=PARTUUID=0b4c1d2e-02 pimigrate.trial=1\n");
         assert!(!files(dir.path()).contains(&CHECK_UNIT.to_string()));

@@ -1,17 +1,18 @@
-//! How a trial boot ended, written by the trial itself (`pimigrate trial`)
-//! where the owner will look: the trial system's state directory, and the
-//! SD card's, whose root partition the trial mounts for the moment (it is
-//! attached, and no system has it mounted: the trial runs the new root).
+//! How a trial boot ended, written by the trial itself (`pimigrate trial`;
+//! a commit by `verify --commit` alike) where the owner will look: the
+//! trial system's state directory, and the SD card's, whose root partition
+//! the trial mounts for the moment (it is attached, and no system has it
+//! mounted: the trial runs the new root).
 //! So whichever system runs next, `pimigrate status`, `verify`, `devices`
 //! and the login message say what happened.
 //!
 //! A trial that never reaches userspace writes nothing; the SD system then
 //! knows only that it came back after the trial reboot without a record,
-//! which [`crate::status`] says as it is.
+//! which `pimigrate status` says as it is.
 
 use super::atomic;
-use super::journal::Journal;
 use super::mount::{mount_device, Mounted};
+use crate::state::journal::Journal;
 use crate::system::source::resolve;
 use crate::system::System;
 use anyhow::{bail, Context, Result};

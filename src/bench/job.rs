@@ -1,6 +1,7 @@
 //! One benchmark job: what to do, and what came out of it.
 
-use super::histogram::Histogram;
+use super::histogram::{Histogram, LatencySummary};
+use crate::units::MIB;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -114,6 +115,61 @@ impl OffsetPicker {
     }
 }
 
+/// One test's figures, as reports keep them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestResult {
+    /// "SEQ1M Q8 read"; also the key later commands look results up by.
+    pub name: String,
+    pub direction: Direction,
+    pub pattern: Pattern,
+    pub block_size: u32,
+    pub queue_depth: u32,
+    pub ios: u64,
+    pub bytes: u64,
+    /// Measured time: the window after the ramp (the runtime; for
+    /// byte-limited jobs up to the last completion), plus the final flush
+    /// for writes.
+    pub seconds: f64,
+    pub flush_seconds: Option<f64>,
+    /// 10^6 bytes per second, as drives are sold.
+    pub mb_per_s: f64,
+    /// 2^20 bytes per second.
+    pub mib_per_s: f64,
+    pub iops: f64,
+    pub latency: Option<LatencySummary>,
+    pub cpu_seconds: f64,
+    /// CPU time per I/O in microseconds: what the engine costs.
+    pub cpu_us_per_io: Option<f64>,
+}
+
+impl TestResult {
+    pub fn from_measurement(spec: &JobSpec, m: &Measurement) -> TestResult {
+        let seconds = m.elapsed.as_secs_f64();
+        let per_second = |v: f64| if seconds > 0.0 { v / seconds } else { 0.0 };
+        TestResult {
+            name: spec.name.clone(),
+            direction: spec.direction,
+            pattern: spec.pattern,
+            block_size: spec.block_size,
+            queue_depth: spec.queue_depth,
+            ios: m.ios,
+            bytes: m.bytes,
+            seconds,
+            flush_seconds: m.flush.map(|d| d.as_secs_f64()),
+            mb_per_s: per_second(m.bytes as f64) / 1e6,
+            mib_per_s: per_second(m.bytes as f64) / MIB as f64,
+            iops: per_second(m.ios as f64),
+            latency: m.latency.summary(),
+            cpu_seconds: m.cpu.as_secs_f64(),
+            cpu_us_per_io: (m.ios > 0).then(|| m.cpu.as_secs_f64() * 1e6 / m.ios as f64),
+        }
+    }
+
+    pub fn kib_per_s(&self) -> f64 {
+        self.mib_per_s * 1024.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,5 +202,27 @@ mod tests {
             assert_eq!(offset % 4096, 0);
             assert!(offset + 4096 <= 4096 * 3 + 100);
         }
+    }
+
+    #[test]
+    fn results_are_computed_in_both_units() {
+        let spec = &spec(Pattern::Sequential);
+        let mut latency = Histogram::new();
+        latency.record(1_000_000);
+        let m = Measurement {
+            ios: 100,
+            bytes: 100 * MIB,
+            elapsed: Duration::from_secs(2),
+            flush: None,
+            latency,
+            cpu: Duration::from_millis(10),
+            cpu_start: None,
+            interrupted: false,
+        };
+        let r = TestResult::from_measurement(spec, &m);
+        assert!((r.mib_per_s - 50.0).abs() < 1e-9);
+        assert!((r.mb_per_s - 52.428_8).abs() < 1e-9);
+        assert!((r.iops - 50.0).abs() < 1e-9);
+        assert!((r.cpu_us_per_io.unwrap() - 100.0).abs() < 1e-9);
     }
 }

@@ -12,6 +12,7 @@ pub mod grade;
 pub mod histogram;
 pub mod job;
 pub mod machine;
+pub mod measure;
 pub mod progress;
 pub mod random;
 pub mod render;

@@ -1,9 +1,8 @@
 //! A progress bar per test on a terminal; nothing when output goes to a
 //! pipe or is JSON.
 
-use super::engine::Progress;
-use super::job::{JobSpec, Limit};
-use super::suite::TestResult;
+use super::job::{JobSpec, Limit, TestResult};
+use super::measure::Progress;
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// What is printed while drives are measured.

@@ -3,8 +3,8 @@
 
 use super::engine::EngineChoice;
 use super::histogram::LatencySummary;
+use super::job::TestResult;
 use super::report::Report;
-use super::suite::TestResult;
 use super::target::{Target, TargetKind};
 
 /// Which engine runs the tests, and why when it is not the one asked for.

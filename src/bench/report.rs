@@ -6,8 +6,9 @@
 use super::dio::DirectIoAlignment;
 use super::engine::EngineChoice;
 use super::grade::{app_class, pibenchmarks_score, ClassVerdict, Score, ScoreInputs};
+use super::job::TestResult;
 use super::machine::MachineInfo;
-use super::suite::{Preset, SuiteParams, TestResult};
+use super::suite::{Preset, SuiteParams};
 use super::target::TargetKind;
 use crate::system::disks::Disk;
 use anyhow::{Context, Result};

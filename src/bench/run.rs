@@ -2,10 +2,11 @@
 
 use super::dio::{self, DirectIoAlignment};
 use super::engine::EngineChoice;
+use super::job::TestResult;
 use super::machine;
 use super::progress::ProgressUi;
 use super::report::{self, DeviceIdentity, Parameters, Report, TargetInfo};
-use super::suite::{self, Preset, SuiteParams, TestResult};
+use super::suite::{self, Preset, SuiteParams};
 use super::target::{Target, TargetKind};
 use super::testfile;
 use crate::host::Host;

@@ -5,10 +5,11 @@
 
 use super::dio::{AlignmentSource, DirectIoAlignment};
 use super::engine::{EngineChoice, EngineKind};
+use super::job::TestResult;
 use super::job::{Direction, Pattern};
 use super::machine::MachineInfo;
 use super::report::{self, DeviceIdentity, Parameters, Report, TargetInfo};
-use super::suite::{Preset, SuiteParams, TestResult};
+use super::suite::{Preset, SuiteParams};
 use super::target::TargetKind;
 
 /// The Pi the sample reports were measured on, unless told otherwise.

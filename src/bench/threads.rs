@@ -2,8 +2,8 @@
 //! pread/pwrite in flight. The device sees the same number of outstanding
 //! requests as with io_uring, at the cost of a thread switch per I/O.
 
-use super::engine::{io_buffers, Gate, JobContext, Progress, Tally, Throttle};
-use super::job::{Direction, Measurement, OffsetPicker, Pattern};
+use super::job::{Direction, JobSpec, Measurement, OffsetPicker, Pattern};
+use super::measure::{io_buffers, Gate, JobContext, Progress, Tally, Throttle};
 use super::random::{stamp_for_write, FastRng};
 use anyhow::{anyhow, bail, Result};
 use std::os::unix::fs::FileExt;
@@ -47,13 +47,7 @@ pub fn run(ctx: &JobContext<'_>, progress: &mut dyn FnMut(Progress)) -> Result<M
                         seed,
                         gate,
                         *measured_from,
-                        |picker| match spec.pattern {
-                            Pattern::Sequential => {
-                                (next_block.fetch_add(1, Ordering::Relaxed) % blocks)
-                                    * u64::from(spec.block_size)
-                            }
-                            Pattern::Random => picker.next_offset(),
-                        },
+                        |picker| next_offset(spec, picker, next_block, blocks),
                         completed_ios,
                     );
                     running.fetch_sub(1, Ordering::Relaxed);
@@ -69,18 +63,7 @@ pub fn run(ctx: &JobContext<'_>, progress: &mut dyn FnMut(Progress)) -> Result<M
             Gate::new(spec, measured_from, ctx.interrupted),
         ));
         go.wait();
-        let mut throttle = Throttle::new(started);
-        while running.load(Ordering::Relaxed) > 0 {
-            std::thread::sleep(Duration::from_millis(20));
-            if let Some(elapsed) = throttle.due(Instant::now()) {
-                let ios = completed_ios.load(Ordering::Relaxed);
-                progress(Progress {
-                    elapsed,
-                    ios,
-                    bytes: ios * u64::from(spec.block_size),
-                });
-            }
-        }
+        watch(spec, started, &running, &completed_ios, progress);
         workers
             .into_iter()
             .map(|w| {
@@ -96,6 +79,46 @@ pub fn run(ctx: &JobContext<'_>, progress: &mut dyn FnMut(Progress)) -> Result<M
         total.merge(result?);
     }
     Ok(total.into_measurement(gate.interrupted()))
+}
+
+/// Where a thread's next I/O goes: a sequential job's next block of
+/// the span, shared by its threads (`next_block` of `blocks`), or a
+/// random job's own pick.
+fn next_offset(
+    spec: &JobSpec,
+    picker: &mut OffsetPicker,
+    next_block: &AtomicU64,
+    blocks: u64,
+) -> u64 {
+    match spec.pattern {
+        Pattern::Sequential => {
+            (next_block.fetch_add(1, Ordering::Relaxed) % blocks) * u64::from(spec.block_size)
+        }
+        Pattern::Random => picker.next_offset(),
+    }
+}
+
+/// Reports the I/Os completed after the ramp, at most ten times a second,
+/// until no thread is `running`.
+fn watch(
+    spec: &JobSpec,
+    started: Instant,
+    running: &AtomicU64,
+    completed_ios: &AtomicU64,
+    progress: &mut dyn FnMut(Progress),
+) {
+    let mut throttle = Throttle::new(started);
+    while running.load(Ordering::Relaxed) > 0 {
+        std::thread::sleep(Duration::from_millis(20));
+        if let Some(elapsed) = throttle.due(Instant::now()) {
+            let ios = completed_ios.load(Ordering::Relaxed);
+            progress(Progress {
+                elapsed,
+                ios,
+                bytes: ios * u64::from(spec.block_size),
+            });
+        }
+    }
 }
 
 fn worker(

@@ -13,8 +13,8 @@
 ))]
 mod imp {
     use crate::bench::buffer::AlignedBuf;
-    use crate::bench::engine::{io_buffers, Gate, JobContext, Progress, Tally, Throttle};
     use crate::bench::job::{Direction, Measurement, OffsetPicker};
+    use crate::bench::measure::{io_buffers, Gate, JobContext, Progress, Tally, Throttle};
     use crate::bench::random::{stamp_for_write, FastRng};
     use anyhow::{anyhow, Context, Result};
     use io_uring::{opcode, squeue, types, EnterFlags, IoUring, Probe};
@@ -81,80 +81,48 @@ mod imp {
     pub fn run(ctx: &JobContext<'_>, progress: &mut dyn FnMut(Progress)) -> Result<Measurement> {
         let spec = ctx.spec;
         let depth = spec.queue_depth.max(1) as usize;
-        let mut ring = new_ring(spec.queue_depth.max(1).next_power_of_two())
+        let ring = new_ring(spec.queue_depth.max(1).next_power_of_two())
             .context("setting up io_uring for the benchmark")?;
         let mut rng = FastRng::from_entropy();
-        let mut buffers = io_buffers(ctx, depth, &mut rng);
+        let buffers = io_buffers(ctx, depth, &mut rng);
         let mut picker = OffsetPicker::new(spec, rng.next_u64());
         let started = Instant::now();
         let measured_from = started + spec.ramp;
         let gate = Gate::new(spec, measured_from, ctx.interrupted);
         let mut tally = Tally::new(spec, measured_from);
         let mut throttle = Throttle::new(started);
-        let fd = types::Fd(ctx.file.as_raw_fd());
-        let length = spec.block_size;
-        let mut issued_at = vec![started; depth];
-        let mut free: Vec<usize> = (0..depth).rev().collect();
-        let mut completed: Vec<(u64, i32)> = Vec::with_capacity(depth);
-        let mut in_flight = 0usize;
+        let mut queue = Queue {
+            ring,
+            fd: types::Fd(ctx.file.as_raw_fd()),
+            direction: spec.direction,
+            length: spec.block_size,
+            buffers,
+            issued_at: vec![started; depth],
+            free: (0..depth).rev().collect(),
+            completed: Vec::with_capacity(depth),
+            in_flight: 0,
+        };
         let mut failure: Option<anyhow::Error> = None;
 
         loop {
-            let now = Instant::now();
-            while let Some(&slot) = free.last() {
-                if failure.is_some() || !gate.may_issue(now) {
-                    break;
-                }
-                free.pop();
-                // Latency runs from here, before the I/O is prepared and
-                // submitted, as fio's `lat` (from its io_u's start time): a
-                // stamp shared by a whole refill would date the last I/Os
-                // of a burst of 32 by the submissions ahead of them.
-                issued_at[slot] = Instant::now();
-                let offset = picker.next_offset();
-                let entry = io_entry(spec.direction, fd, &mut buffers[slot], offset, length);
-                // SAFETY: the buffer lives in `buffers` until every I/O has
-                // completed (we drain before returning), and is not touched
-                // while its slot is in flight.
-                if unsafe { ring.submission().push(&entry.user_data(slot as u64)) }.is_err() {
-                    free.push(slot);
-                    break;
-                }
-                in_flight += 1;
-                // Hand each I/O to the kernel at once, as fio does by
-                // default (iodepth_batch=1): batching the refills of a
-                // whole completion burst leaves the device idle meanwhile
-                // and costs about a tenth of the IOPS at queue depth 32.
-                // An error here shows again at the wait below.
-                let _ = submit_one(&mut ring);
+            if failure.is_none() {
+                queue.fill(&mut picker, &gate, Instant::now());
             }
-            if in_flight == 0 {
+            if queue.in_flight == 0 {
                 break;
             }
-            match ring.submit_and_wait(1) {
+            match queue.ring.submit_and_wait(1) {
                 Ok(_) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     // The kernel may still own buffers: leak them rather
                     // than free memory a pending I/O could write into.
-                    std::mem::forget(buffers);
+                    std::mem::forget(std::mem::take(&mut queue.buffers));
                     return Err(anyhow!("io_uring_enter failed during {}: {e}", spec.name));
                 }
             }
             let now = Instant::now();
-            completed.clear();
-            completed.extend(ring.completion().map(|cqe| (cqe.user_data(), cqe.result())));
-            for &(slot, result) in &completed {
-                let slot = slot as usize;
-                in_flight -= 1;
-                free.push(slot);
-                match completion_error(&spec.name, result, length) {
-                    Some(error) => {
-                        failure.get_or_insert(error);
-                    }
-                    None => tally.complete(issued_at[slot], now),
-                }
-            }
+            queue.reap(&spec.name, now, &mut tally, &mut failure);
             if let Some(elapsed) = throttle.due(now) {
                 progress(Progress {
                     elapsed,
@@ -167,6 +135,86 @@ mod imp {
             return Err(error);
         }
         Ok(tally.into_measurement(gate.interrupted()))
+    }
+
+    /// One job's ring and the I/Os it keeps in flight: a slot for each of
+    /// `queue_depth` I/Os, with its buffer and when it was issued.
+    struct Queue {
+        ring: IoUring,
+        fd: types::Fd,
+        direction: Direction,
+        length: u32,
+        buffers: Vec<AlignedBuf>,
+        issued_at: Vec<Instant>,
+        /// The slots not in flight, the next to use last.
+        free: Vec<usize>,
+        /// The completions of one wait, as (slot, result).
+        completed: Vec<(u64, i32)>,
+        in_flight: usize,
+    }
+
+    impl Queue {
+        /// Issues an I/O in each free slot while `gate` lets one start at
+        /// `now`, each handed to the kernel at once.
+        fn fill(&mut self, picker: &mut OffsetPicker, gate: &Gate<'_>, now: Instant) {
+            while let Some(&slot) = self.free.last() {
+                if !gate.may_issue(now) {
+                    break;
+                }
+                self.free.pop();
+                // Latency runs from here, before the I/O is prepared and
+                // submitted, as fio's `lat` (from its io_u's start time): a
+                // stamp shared by a whole refill would date the last I/Os
+                // of a burst of 32 by the submissions ahead of them.
+                self.issued_at[slot] = Instant::now();
+                let offset = picker.next_offset();
+                let buf = &mut self.buffers[slot];
+                let entry = io_entry(self.direction, self.fd, buf, offset, self.length);
+                // SAFETY: the buffer lives in `buffers` until every I/O has
+                // completed (`run` drains before returning), and is not
+                // touched while its slot is in flight.
+                if unsafe { self.ring.submission().push(&entry.user_data(slot as u64)) }.is_err() {
+                    self.free.push(slot);
+                    break;
+                }
+                self.in_flight += 1;
+                // Hand each I/O to the kernel at once, as fio does by
+                // default (iodepth_batch=1): batching the refills of a
+                // whole completion burst leaves the device idle meanwhile
+                // and costs about a tenth of the IOPS at queue depth 32.
+                // An error here shows again at the wait in `run`.
+                let _ = submit_one(&mut self.ring);
+            }
+        }
+
+        /// Frees the slots of the I/Os that completed by `now`, each
+        /// counted into `tally`, or its error kept in `failure` (the first
+        /// one only).
+        fn reap(
+            &mut self,
+            job: &str,
+            now: Instant,
+            tally: &mut Tally,
+            failure: &mut Option<anyhow::Error>,
+        ) {
+            self.completed.clear();
+            self.completed.extend(
+                self.ring
+                    .completion()
+                    .map(|cqe| (cqe.user_data(), cqe.result())),
+            );
+            for &(slot, result) in &self.completed {
+                let slot = slot as usize;
+                self.in_flight -= 1;
+                self.free.push(slot);
+                match completion_error(job, result, self.length) {
+                    Some(error) => {
+                        failure.get_or_insert(error);
+                    }
+                    None => tally.complete(self.issued_at[slot], now),
+                }
+            }
+        }
     }
 
     /// The submission for one I/O of `length` bytes at `offset` from `buf`
@@ -217,8 +265,8 @@ mod imp {
     target_arch = "powerpc64"
 )))]
 mod imp {
-    use crate::bench::engine::{JobContext, Progress};
     use crate::bench::job::Measurement;
+    use crate::bench::measure::{JobContext, Progress};
     use anyhow::{bail, Result};
 
     pub fn available() -> Result<()> {

@@ -1,7 +1,8 @@
 //! The bootloader's EEPROM config of a Pi 4 or Pi 5 (`bootconf.txt`, what
 //! `rpi-eeprom-config` prints), read and edited byte for byte like the
 //! other boot files: `BOOT_ORDER` for every boot, the one-shot order of a
-//! trial boot under `[tryboot]`, `PCIE_PROBE`. The config shares
+//! trial boot under `[tryboot]`, `PCIE_PROBE`, a Pi 5's `PSU_MAX_CURRENT`.
+//! The config shares
 //! config.txt's filter syntax (`[all]`, `[tryboot]`, `[pi4]`, ...; the
 //! last setting that applies wins), so [`ConfigTxt`] reads and edits it.
 //!
@@ -24,6 +25,8 @@ pub enum EepromConfigError {
     UnclosedFilter { line: usize },
     #[error("the bootloader's config sets BOOT_ORDER={0}, which is not a boot order (hex digits such as 0xf41)")]
     BadBootOrder(String),
+    #[error("the bootloader's config sets PSU_MAX_CURRENT={0}, which is not a current in mA (such as 5000)")]
+    BadPsuMaxCurrent(String),
     #[error("cannot write {key}={value} into the bootloader's config: {reason}")]
     InvalidSetting {
         key: String,
@@ -167,6 +170,11 @@ pub enum EepromSetting {
     /// `PCIE_PROBE`: a Pi 5 looks for an NVMe drive without a HAT+.
     #[serde(rename = "PCIE_PROBE")]
     PcieProbe,
+    /// `PSU_MAX_CURRENT`: a Pi 5 skips USB-PD negotiation and takes the
+    /// supply to be good for this many mA (lifting the 600 mA USB limit
+    /// of a USB boot at 5000).
+    #[serde(rename = "PSU_MAX_CURRENT")]
+    PsuMaxCurrent,
 }
 
 impl EepromSetting {
@@ -175,6 +183,7 @@ impl EepromSetting {
         match self {
             EepromSetting::BootOrder | EepromSetting::TrialBootOrder => "BOOT_ORDER",
             EepromSetting::PcieProbe => "PCIE_PROBE",
+            EepromSetting::PsuMaxCurrent => "PSU_MAX_CURRENT",
         }
     }
 }
@@ -193,6 +202,9 @@ pub enum EepromEdit {
     TrialBootOrder(Option<BootOrder>),
     #[serde(rename = "PCIE_PROBE")]
     PcieProbe(Option<String>),
+    /// In mA; `None` leaves the supply to USB-PD negotiation.
+    #[serde(rename = "PSU_MAX_CURRENT")]
+    PsuMaxCurrent(Option<u32>),
 }
 
 impl EepromEdit {
@@ -201,6 +213,7 @@ impl EepromEdit {
             EepromEdit::BootOrder(_) => EepromSetting::BootOrder,
             EepromEdit::TrialBootOrder(_) => EepromSetting::TrialBootOrder,
             EepromEdit::PcieProbe(_) => EepromSetting::PcieProbe,
+            EepromEdit::PsuMaxCurrent(_) => EepromSetting::PsuMaxCurrent,
         }
     }
 
@@ -211,6 +224,7 @@ impl EepromEdit {
                 order.map(|o| o.to_string())
             }
             EepromEdit::PcieProbe(value) => value.clone(),
+            EepromEdit::PsuMaxCurrent(ma) => ma.map(|ma| ma.to_string()),
         }
     }
 }
@@ -221,6 +235,7 @@ impl std::fmt::Display for EepromEdit {
             EepromSetting::BootOrder => "BOOT_ORDER",
             EepromSetting::TrialBootOrder => "[tryboot] BOOT_ORDER",
             EepromSetting::PcieProbe => "PCIE_PROBE",
+            EepromSetting::PsuMaxCurrent => "PSU_MAX_CURRENT",
         };
         match self.value() {
             Some(value) => write!(f, "{name}={value}"),
@@ -294,6 +309,22 @@ impl EepromConfig {
             .is_some_and(|v| v.trim() != "0" && !v.trim().is_empty())
     }
 
+    /// `PSU_MAX_CURRENT` as the bootloader of `board` reads it, in mA;
+    /// `None` when no line sets it (USB-PD negotiation decides). A value
+    /// that is not a number is an error: what the bootloader makes of it
+    /// is not known.
+    pub fn psu_max_current(&self, board: Option<&str>) -> Result<Option<u32>, EepromConfigError> {
+        match self.value("PSU_MAX_CURRENT", board, false) {
+            None => Ok(None),
+            Some(text) if text.trim().is_empty() => Ok(None),
+            Some(text) => text
+                .trim()
+                .parse()
+                .map(Some)
+                .map_err(|_| EepromConfigError::BadPsuMaxCurrent(text)),
+        }
+    }
+
     /// What this config says of `setting` for `board`, as an edit that
     /// would leave it as it is: the "before" of a change, and what a
     /// rollback puts back.
@@ -327,6 +358,7 @@ impl EepromConfig {
             EepromSetting::PcieProbe => {
                 EepromEdit::PcieProbe(self.value("PCIE_PROBE", board, false))
             }
+            EepromSetting::PsuMaxCurrent => EepromEdit::PsuMaxCurrent(self.psu_max_current(board)?),
         })
     }
 
@@ -390,7 +422,7 @@ impl EepromConfig {
         let other = match edit.setting() {
             EepromSetting::BootOrder => Some(EepromSetting::TrialBootOrder),
             EepromSetting::TrialBootOrder => Some(EepromSetting::BootOrder),
-            EepromSetting::PcieProbe => None,
+            EepromSetting::PcieProbe | EepromSetting::PsuMaxCurrent => None,
         };
         let other_before = other.map(|o| self.reading(o, board)).transpose()?;
         let mut text = self.text.clone();
@@ -690,6 +722,48 @@ mod tests {
             .with_edit(&EepromEdit::BootOrder(None), Some("pi4"))
             .unwrap();
         assert_eq!(removed.to_text(), PI4);
+    }
+
+    #[test]
+    fn psu_max_current_goes_where_a_pi_5_reads_it_and_comes_out_again() {
+        let lift = EepromEdit::PsuMaxCurrent(Some(5000));
+        assert_eq!(parse(PI5).psu_max_current(Some("pi5")).unwrap(), None);
+        let lifted = parse(PI5).with_edit(&lift, Some("pi5")).unwrap();
+        assert_eq!(lifted.to_text(), format!("{PI5}PSU_MAX_CURRENT=5000\n"));
+        assert_eq!(lifted.psu_max_current(Some("pi5")).unwrap(), Some(5000));
+        assert!(lifted.reads(&lift, Some("pi5")).unwrap());
+        // An owner's 3000 under [pi5] is the line a Pi 5 follows, after
+        // [all]'s: that one changes, [all]'s stays.
+        let owned = "[all]\nPSU_MAX_CURRENT=5000\n[pi5]\nPSU_MAX_CURRENT=3000\n[all]\n";
+        assert_eq!(
+            parse(owned).psu_max_current(Some("pi5")).unwrap(),
+            Some(3000)
+        );
+        let changed = parse(owned).with_edit(&lift, Some("pi5")).unwrap();
+        assert_eq!(
+            changed.to_text(),
+            "[all]\nPSU_MAX_CURRENT=5000\n[pi5]\nPSU_MAX_CURRENT=5000\n[all]\n"
+        );
+        // Taking it out again leaves USB-PD to decide.
+        let back = lifted
+            .with_edit(&EepromEdit::PsuMaxCurrent(None), Some("pi5"))
+            .unwrap();
+        assert_eq!(back.to_text(), PI5);
+        assert_eq!(
+            lift.to_string(),
+            "PSU_MAX_CURRENT=5000",
+            "as a plan shows it"
+        );
+        assert_eq!(
+            serde_json::to_value(&lift).unwrap(),
+            serde_json::json!({"setting": "PSU_MAX_CURRENT", "value": 5000})
+        );
+        // A value the bootloader may read otherwise is an error, not a guess.
+        let odd = parse("[all]\nPSU_MAX_CURRENT=5A\n");
+        assert_eq!(
+            odd.reading(EepromSetting::PsuMaxCurrent, Some("pi5")),
+            Err(EepromConfigError::BadPsuMaxCurrent("5A".into()))
+        );
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! Lines are kept as read. Comments, blank lines and the whitespace between
 //! fields (tabs, runs of spaces for column alignment) are never rewritten;
 //! [`Fstab::set_spec`] replaces the characters of the first field and nothing
-//! else, so columns after it shift only if the new name is longer or shorter.
+//! else, so columns after it shift only if the new name is longer or shorter
+//! ([`Fstab::set_type`] the third field's, alike).
 //!
 //! Fields may contain octal escapes (`\040` for a space, `\011` tab, `\012`
 //! newline, `\134` backslash), as in fstab(5). [`FstabEntry`] reports the spec
@@ -55,6 +56,9 @@ pub enum FstabError {
     /// A replacement spec that cannot be written.
     #[error("{spec} cannot be written into fstab: {source}")]
     InvalidSpec { spec: String, source: SpecError },
+    /// A replacement filesystem type that cannot be one field.
+    #[error("{fstype:?} cannot be written into fstab as a filesystem type")]
+    InvalidType { fstype: String },
 }
 
 impl From<NotText> for FstabError {
@@ -256,6 +260,28 @@ impl Fstab {
         Ok(())
     }
 
+    /// Replaces the filesystem type of the one entry mounted at
+    /// `mountpoint` (the third field), keeping the whitespace around it and
+    /// every other line unchanged.
+    pub fn set_type(&mut self, mountpoint: &str, fstype: &str) -> Result<(), FstabError> {
+        let one_field = !fstype.is_empty()
+            && !fstype.starts_with('#')
+            && !fstype.contains(|c: char| c.is_whitespace() || c.is_control());
+        if !one_field {
+            return Err(FstabError::InvalidType {
+                fstype: fstype.to_string(),
+            });
+        }
+        let entry = self.single_entry(mountpoint)?;
+        let Some(line) = self.lines.get_mut(entry.line - 1) else {
+            return Err(FstabError::NoSuchMountpoint {
+                mountpoint: mountpoint.to_string(),
+            });
+        };
+        line.replace_field(2, fstype);
+        Ok(())
+    }
+
     /// The file's bytes: the original with only the edits applied.
     pub fn to_bytes(&self) -> Vec<u8> {
         let raw: Vec<RawLine> = self.lines.iter().map(|line| line.raw.clone()).collect();
@@ -454,6 +480,25 @@ PARTUUID=6c586e13-02  /               ext4  defaults,noatime  0  1\n\
             Err(FstabError::InvalidSpec { .. })
         ));
         assert_eq!(text(&fstab), BOOKWORM);
+    }
+
+    #[test]
+    fn set_type_changes_only_the_third_field() {
+        let ext3 = "UUID=1234\t/\text3\tdefaults,data=journal\t0\t1\r\n# ext3 stays in a comment\n";
+        let mut fstab = parse(ext3);
+        fstab.set_type("/", "ext4").expect("set type");
+        assert_eq!(text(&fstab), ext3.replacen("ext3", "ext4", 1));
+        assert_eq!(fstab.root().unwrap().fstype, "ext4");
+        for bad in ["", "ext4 auto", "#ext4"] {
+            assert_eq!(
+                fstab.set_type("/", bad),
+                Err(FstabError::InvalidType { fstype: bad.into() })
+            );
+        }
+        assert!(matches!(
+            fstab.set_type("/home", "ext4"),
+            Err(FstabError::NoSuchMountpoint { .. })
+        ));
     }
 
     #[test]

@@ -18,6 +18,7 @@
 //! - [`noroot`] recognises systems without a root partition (squashfs, RAM).
 //! - [`eeprom`] reads and edits the bootloader's EEPROM config (`BOOT_ORDER`, `[tryboot]`).
 //! - [`defaults`] reads and edits `/etc/default/` settings (raspi-firmware's `ROOTPART=`).
+//! - [`usb_quirks`] merges `usb-storage.quirks=VID:PID:u` into the command line.
 //! - [`diff`] shows an edit as a unified diff, for plans and dry runs.
 
 pub mod cmdline;
@@ -30,6 +31,7 @@ pub mod fstab;
 pub mod noroot;
 pub mod spec;
 mod text;
+pub mod usb_quirks;
 
 pub use cmdline::{Cmdline, CmdlineError};
 pub use configtxt::{

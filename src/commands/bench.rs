@@ -113,6 +113,7 @@ fn confirmed(targets: &[Target], yes: bool) -> Result<bool> {
                 ),
             },
             yes,
+            "bench",
             "bench --destructive writes over the device",
         )?;
     }

@@ -24,7 +24,7 @@ pub fn run(cli: &Cli, args: &DevicesArgs, host: &Host) -> Result<u8> {
     let system = System::inspect(host)?;
     super::note_unreadable(&system, host);
     let listing = Listing::of(&system, args.all);
-    let standby = crate::sync::status::status(&system);
+    let standby = crate::sync::status::status(&system, &crate::apply::standby::look);
     let migration = crate::status::assess(&crate::status::gather_on(host, Some(&system)));
     let migration = migration.headline.is_some().then_some(migration);
     if cli.json {

@@ -2,7 +2,6 @@
 
 use super::plan::scan_spinner;
 use super::print_json;
-use crate::apply::journal::Journal;
 use crate::apply::migration::{self, ProgressDisplay, RebootInto, Start, Status};
 use crate::apply::render::finished_text;
 use crate::cli::{Cli, MigrateArgs};
@@ -11,13 +10,15 @@ use crate::host::Host;
 use crate::plan::render::{plan_text, Detail, Purpose};
 use crate::plan::{self, Plan};
 use crate::signals::Hangup;
+use crate::state::journal::Journal;
 use crate::system::System;
 use crate::ui::confirm::{before_writing, Ask};
 use anyhow::Result;
 use serde::Serialize;
 use std::io::IsTerminal;
 use std::ops::ControlFlow;
-use std::sync::atomic::Ordering;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 pub const MIGRATE_SCHEMA: &str = "pimigrate.migrate/1";
 
@@ -33,8 +34,37 @@ pub fn run(cli: &Cli, args: &MigrateArgs, host: &Host) -> Result<u8> {
     // `migrate --dry-run` is `plan`: the same code, so the same plan and the
     // same output, and like `plan` it needs no root and writes nothing.
     if args.dry_run {
-        return super::plan::run(cli, &args.plan, host);
+        return super::plan::run_as(cli, &args.plan, host, "migrate");
     }
+    let state_dir = host.path(&host.state_dir);
+    // Every error from here on ends with where the Pi stands and the
+    // command that goes on, told from the journal this run took up.
+    let mut about = TakenUp::default();
+    migrate(cli, args, host, &mut about).map_err(|err| about.stopped(err, &state_dir))
+}
+
+/// The migration a run took up, once it has one: what its errors are
+/// told from.
+#[derive(Default)]
+struct TakenUp {
+    journal: Option<Journal>,
+    /// The state directory held it when the run took it up (a resume).
+    saved: bool,
+}
+
+impl TakenUp {
+    fn stopped(&self, err: anyhow::Error, state_dir: &Path) -> anyhow::Error {
+        migration::stopped(
+            err,
+            state_dir,
+            self.journal.as_ref(),
+            self.saved,
+            Purpose::Migrate,
+        )
+    }
+}
+
+fn migrate(cli: &Cli, args: &MigrateArgs, host: &Host, about: &mut TakenUp) -> Result<u8> {
     crate::privilege::require_root("migrate writes the target disk and the SD card's boot files")?;
     // Ctrl-C stops at the next step; a closed terminal does not stop it
     // (its output goes to the migration's log).
@@ -50,16 +80,14 @@ pub fn run(cli: &Cli, args: &MigrateArgs, host: &Host) -> Result<u8> {
         &state_dir,
     )?;
     let journal = match start {
-        Start::Finished(mut journal, status) => {
-            let code = finish(cli, &journal, status)?;
-            // A migration done, its trial not yet run: `--reboot` starts it
-            // (after the reboot a Pi 4's bootloader needed first).
-            if args.reboot && status != Status::AlreadyMigrated {
-                reboot(cli, &mut journal, &state_dir)?;
-            }
-            return Ok(code);
+        Start::Finished(journal, status) => {
+            return finished(cli, args, about, journal, status, &state_dir);
         }
         Start::Resume(journal) => {
+            *about = TakenUp {
+                journal: Some(journal.clone()),
+                saved: true,
+            };
             say(
                 cli,
                 &format!(
@@ -69,38 +97,14 @@ pub fn run(cli: &Cli, args: &MigrateArgs, host: &Host) -> Result<u8> {
             );
             journal
         }
-        Start::Fresh => {
-            let plan = match make_plan(cli, args, &system)? {
-                Ok(plan) => plan,
-                Err(code) => return Ok(code),
-            };
-            let confirmed = confirm(args, &plan);
-            if cancel.load(Ordering::SeqCst) {
-                crate::signals::eprint_line("pimigrate: interrupted; nothing was written");
-                return Ok(EXIT_INTERRUPTED);
-            }
-            confirmed?;
-            migration::new_journal(&system, plan)?
-        }
+        Start::Fresh => match fresh(cli, args, &system, &cancel, about)? {
+            Ok(journal) => journal,
+            Err(code) => return Ok(code),
+        },
     };
-    let chatty = !cli.json && !cli.quiet;
-    let display = ProgressDisplay {
-        copy_bar: chatty && std::io::stderr().is_terminal(),
-        step_lines: chatty,
-    };
-    let mut journal = match migration::apply_with_progress(
-        &system,
-        journal,
-        &cancel,
-        display,
-        Purpose::Migrate,
-    ) {
+    let mut journal = match apply(cli, &system, journal, &cancel, about, &state_dir)? {
         Ok(journal) => journal,
-        Err(err) if cancel.load(Ordering::SeqCst) => {
-            crate::signals::eprint_line(&format!("pimigrate: {err:#}"));
-            return Ok(EXIT_INTERRUPTED);
-        }
-        Err(err) => return Err(err),
+        Err(code) => return Ok(code),
     };
     let code = finish(cli, &journal, Status::Migrated)?;
     if args.reboot {
@@ -109,7 +113,83 @@ pub fn run(cli: &Cli, args: &MigrateArgs, host: &Host) -> Result<u8> {
     Ok(code)
 }
 
-fn reboot(cli: &Cli, journal: &mut Journal, state_dir: &std::path::Path) -> Result<()> {
+/// A migration the state directory holds as done: its report again, and
+/// with `--reboot` the reboot into its trial.
+fn finished(
+    cli: &Cli,
+    args: &MigrateArgs,
+    about: &mut TakenUp,
+    mut journal: Journal,
+    status: Status,
+    state_dir: &Path,
+) -> Result<u8> {
+    *about = TakenUp {
+        journal: Some(journal.clone()),
+        saved: true,
+    };
+    let code = finish(cli, &journal, status)?;
+    // A migration done, its trial not yet run: `--reboot` starts it
+    // (after the reboot a Pi 4's bootloader needed first).
+    if args.reboot && status != Status::AlreadyMigrated {
+        reboot(cli, &mut journal, state_dir)?;
+    }
+    Ok(code)
+}
+
+/// A new migration: its plan, confirmed, in a new journal; or the exit
+/// code when it stops before anything is written.
+fn fresh(
+    cli: &Cli,
+    args: &MigrateArgs,
+    system: &System,
+    cancel: &AtomicBool,
+    about: &mut TakenUp,
+) -> Result<Result<Journal, u8>> {
+    let plan = match make_plan(cli, args, system)? {
+        Ok(plan) => plan,
+        Err(code) => return Ok(Err(code)),
+    };
+    let confirmed = confirm(args, &plan);
+    if cancel.load(Ordering::SeqCst) {
+        crate::signals::eprint_line("pimigrate: interrupted; nothing was written");
+        return Ok(Err(EXIT_INTERRUPTED));
+    }
+    confirmed?;
+    let journal = migration::new_journal(system, plan)?;
+    *about = TakenUp {
+        journal: Some(journal.clone()),
+        saved: false,
+    };
+    Ok(Ok(journal))
+}
+
+/// The migration's steps run, with progress on the terminal; a run that
+/// Ctrl-C stopped says where it stands and ends with EXIT_INTERRUPTED.
+fn apply(
+    cli: &Cli,
+    system: &System,
+    journal: Journal,
+    cancel: &AtomicBool,
+    about: &TakenUp,
+    state_dir: &Path,
+) -> Result<Result<Journal, u8>> {
+    let chatty = !cli.json && !cli.quiet;
+    let display = ProgressDisplay {
+        copy_bar: chatty && std::io::stderr().is_terminal(),
+        step_lines: chatty,
+    };
+    match migration::apply_with_progress(system, journal, cancel, display, Purpose::Migrate) {
+        Ok(journal) => Ok(Ok(journal)),
+        Err(err) if cancel.load(Ordering::SeqCst) => {
+            let err = about.stopped(err, state_dir);
+            crate::signals::eprint_line(&format!("pimigrate: {err:#}"));
+            Ok(Err(EXIT_INTERRUPTED))
+        }
+        Err(err) => Err(err),
+    }
+}
+
+fn reboot(cli: &Cli, journal: &mut Journal, state_dir: &Path) -> Result<()> {
     let into = migration::reboot_into(journal)?;
     say(
         cli,
@@ -134,9 +214,10 @@ fn say(cli: &Cli, message: &str) {
 }
 
 fn make_plan(cli: &Cli, args: &MigrateArgs, system: &System) -> Result<Result<Plan, u8>> {
+    let options = args.plan.options("migrate")?;
     let spinner = scan_spinner(cli);
     // Ctrl-C stops the scan, before anything is written.
-    let result = plan::plan_with_progress(system, &args.plan.options(), &mut |_| {
+    let result = plan::plan_with_progress(system, &options, &mut |_| {
         if let Some(spinner) = &spinner {
             spinner.tick();
         }
@@ -182,6 +263,7 @@ fn confirm(args: &MigrateArgs, plan: &Plan) -> Result<()> {
             what: format!("Everything on {} will be erased.", target.path.display()),
         },
         args.yes,
+        "migrate",
         &format!("migrate erases {}", target.path.display()),
     )
 }

@@ -21,10 +21,17 @@ struct RefusalOutput<'a> {
 pub const REFUSAL_SCHEMA: &str = "pimigrate.refusal/1";
 
 pub fn run(cli: &Cli, args: &PlanArgs, host: &Host) -> Result<u8> {
+    run_as(cli, args, host, "plan")
+}
+
+/// The dry run, for `plan` or `migrate --dry-run` (`command`, whose usage
+/// a missing `--target` shows).
+pub fn run_as(cli: &Cli, args: &PlanArgs, host: &Host, command: &str) -> Result<u8> {
+    let options = args.options(command)?;
     let system = System::inspect(host)?;
     super::note_unreadable(&system, host);
     let spinner = scan_spinner(cli);
-    let result = plan::plan_with_progress(&system, &args.options(), &mut |usage| {
+    let result = plan::plan_with_progress(&system, &options, &mut |usage| {
         if let Some(spinner) = &spinner {
             spinner.set_message(format!(
                 "scanning the source: {} files, {}",

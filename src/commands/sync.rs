@@ -4,17 +4,21 @@
 
 use super::plan::print_refusal;
 use super::print_json;
-use crate::apply::journal::Journal;
 use crate::apply::log::MigrationLog;
 use crate::apply::standby::SyncOutcome;
+use crate::apply::standing;
+use crate::apply::state::StateLock;
 use crate::apply::sync::{sync_with_progress, Display, Ended};
+use crate::apply::timer as apply_timer;
 use crate::cli::{Cli, SyncArgs};
 use crate::exit::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED};
 use crate::host::Host;
 use crate::plan::{Reason, Refusal};
 use crate::signals::Hangup;
-use crate::sync::plan::{plan_sync, SyncPlan};
-use crate::sync::record::StandbyRecord;
+use crate::state::journal::Journal;
+use crate::state::standby::{StandbyRecord, SyncState};
+use crate::sync::plan::{plan_sync, SyncFacts, SyncPlan};
+use crate::sync::standby::Standby;
 use crate::sync::{render, timer, SYNC_SCHEMA};
 use crate::system::System;
 use crate::ui::confirm::{before_writing, Ask};
@@ -65,6 +69,42 @@ pub fn run(cli: &Cli, args: &SyncArgs, host: &Host) -> Result<u8> {
     if args.install_timer.is_some() || args.remove_timer {
         return timer_command(cli, args, host);
     }
+    if args.dry_run {
+        return plan_and_sync(cli, args, host, &mut None);
+    }
+    // Every error of a sync ends with where the Pi and the standby stand,
+    // and the command that goes on.
+    let mut standby = None;
+    plan_and_sync(cli, args, host, &mut standby).map_err(|err| {
+        let state_dir = host.path(&host.state_dir);
+        standing::attach(err, |_| sync_standing(&state_dir, standby.as_ref()))
+    })
+}
+
+/// Where a sync that stopped leaves things, from the standby's record as
+/// the state directory holds it now.
+fn sync_standing(state_dir: &std::path::Path, standby: Option<&Standby>) -> standing::Standing {
+    let incomplete = standby.is_some_and(|standby| {
+        StandbyRecord::load(state_dir)
+            .ok()
+            .flatten()
+            .filter(|record| record.is_for(standby.root.partuuid.as_deref()))
+            .is_some_and(|record| record.state != SyncState::Complete)
+    });
+    standing::sync(
+        standby.map(|s| s.disk.path.as_path()),
+        incomplete,
+        &standing::this_command(),
+    )
+}
+
+/// The sync, once the standby is known to `standby`.
+fn plan_and_sync(
+    cli: &Cli,
+    args: &SyncArgs,
+    host: &Host,
+    standby: &mut Option<Standby>,
+) -> Result<u8> {
     if !args.dry_run {
         crate::privilege::require_root("sync writes the standby disk")?;
     }
@@ -72,13 +112,19 @@ pub fn run(cli: &Cli, args: &SyncArgs, host: &Host) -> Result<u8> {
     let state_dir = host.path(&host.state_dir);
     let journal = Journal::load(&state_dir)?;
     let record = StandbyRecord::load(&state_dir)?;
-    let plan = match plan_sync(&system, journal.as_ref(), record.as_ref(), &args.request()) {
+    let facts = SyncFacts {
+        journal: journal.as_ref(),
+        record: record.as_ref(),
+        look: &crate::apply::standby::look,
+    };
+    let plan = match plan_sync(&system, &facts, &args.request()) {
         Ok(plan) => plan,
         Err(refusal) => {
             print_refusal(cli, &refusal)?;
             return Ok(EXIT_REFUSED);
         }
     };
+    *standby = Some(plan.standby.clone());
     if !cli.json && !cli.quiet {
         print!("{}", render::plan_text(&plan, cli.verbose > 0));
     }
@@ -91,12 +137,22 @@ pub fn run(cli: &Cli, args: &SyncArgs, host: &Host) -> Result<u8> {
         }
         return Ok(EXIT_OK);
     }
-    let disk = plan.standby.disk.path.display();
+    if let Some(code) = confirm(cli, args, &plan)? {
+        return Ok(code);
+    }
+    sync(cli, args, host, &system, &plan, record.as_ref())
+}
+
+/// The person's word before anything is written: a changed standby is
+/// asked about (or refused), an erased disk's name typed; an exit code
+/// when the sync does not go on.
+fn confirm(cli: &Cli, args: &SyncArgs, plan: &SyncPlan) -> Result<Option<u8>> {
     if plan.divergence.changed() && !args.overwrite_changes {
-        if let Some(code) = changed_standby(cli, args, &plan)? {
-            return Ok(code);
+        if let Some(code) = changed_standby(cli, args, plan)? {
+            return Ok(Some(code));
         }
     }
+    let disk = plan.standby.disk.path.display();
     let ask = match plan.erases() {
         true => Ask::Erase {
             path: &plan.standby.disk.path,
@@ -108,15 +164,28 @@ pub fn run(cli: &Cli, args: &SyncArgs, host: &Host) -> Result<u8> {
             default: true,
         },
     };
-    before_writing(ask, args.yes, &format!("sync writes {disk}"))?;
+    before_writing(ask, args.yes, "sync", &format!("sync writes {disk}"))?;
+    Ok(None)
+}
+
+/// The sync itself, with its log, and how it ended.
+fn sync(
+    cli: &Cli,
+    args: &SyncArgs,
+    host: &Host,
+    system: &System,
+    plan: &SyncPlan,
+    record: Option<&StandbyRecord>,
+) -> Result<u8> {
     // Ctrl-C stops at the next step; a closed terminal does not stop the
     // sync: its output goes to the sync's log from then on.
     let cancel = crate::signals::install(Hangup::CarriesOn)?;
     let log = MigrationLog::create_named(&host.path(&host.log_dir), "sync")?;
     crate::signals::output_to(log.path())?;
     log.line(&format!(
-        "pimigrate {} syncing the standby {disk}",
+        "pimigrate {} syncing the standby {}",
         env!("PIMIGRATE_VERSION"),
+        plan.standby.disk.path.display()
     ));
     let chatty = !cli.json && !cli.quiet;
     let display = Display {
@@ -124,19 +193,14 @@ pub fn run(cli: &Cli, args: &SyncArgs, host: &Host) -> Result<u8> {
         progress: chatty,
     };
     let timeout = Duration::from_secs(args.stall_timeout);
-    let outcome = match sync_with_progress(
-        &system,
-        &plan,
-        record.as_ref(),
-        &cancel,
-        timeout,
-        display,
-        &log,
-    ) {
+    let outcome = match sync_with_progress(system, plan, record, &cancel, timeout, display, &log) {
         Ok(outcome) => outcome,
         Err(Ended::Interrupted) => {
             log.line("error: interrupted");
-            crate::signals::eprint_line("pimigrate: interrupted; the standby is marked incomplete, and the next `sudo pimigrate sync` completes it");
+            let standing = sync_standing(&host.path(&host.state_dir), Some(&plan.standby));
+            crate::signals::eprint_line(&format!(
+                "pimigrate: interrupted (Ctrl-C or SIGTERM)\n{standing}"
+            ));
             return Ok(EXIT_INTERRUPTED);
         }
         Err(Ended::Failed(err)) => {
@@ -145,11 +209,11 @@ pub fn run(cli: &Cli, args: &SyncArgs, host: &Host) -> Result<u8> {
         }
     };
     let bootable = outcome.bootable();
-    let text = render::outcome_text(&outcome, cli.quiet);
+    let text = crate::apply::render::sync_outcome_text(&outcome, cli.quiet);
     log.line(&format!("done\n{text}"));
     if cli.json {
         print_json(&SyncOutput {
-            plan: Some(&plan),
+            plan: Some(plan),
             outcome: Some(&outcome),
             bootable: Some(bootable),
             ..SyncOutput::new(Done::Synced)
@@ -185,95 +249,111 @@ fn changed_standby(cli: &Cli, args: &SyncArgs, plan: &SyncPlan) -> Result<Option
         },
         false,
         "sync",
+        &format!("sync overwrites what changed on {disk}"),
     )?;
     Ok(None)
 }
 
-/// `--install-timer WHEN` and `--remove-timer`.
+/// What a timer command did, for the text and the JSON.
+struct TimerDone {
+    result: Done,
+    units: Vec<PathBuf>,
+    changed: bool,
+    lines: Vec<String>,
+}
+
+/// `--install-timer WHEN` and `--remove-timer`, with the state directory's
+/// lock held: the permission to change the timer's units.
 fn timer_command(cli: &Cli, args: &SyncArgs, host: &Host) -> Result<u8> {
     crate::privilege::require_root("the timer's files go to /etc/systemd/system")?;
-    let (result, units, changed, lines) = match &args.install_timer {
-        Some(when) => {
-            let running = std::env::current_exe()
-                .context("finding the pimigrate program for the service's ExecStart")?;
-            let program = match timer::service_program(host, &running) {
-                Ok(program) => program,
-                Err(refusal) => {
-                    print_refusal(cli, &refusal)?;
-                    return Ok(EXIT_REFUSED);
-                }
-            };
-            let command = args
-                .timer_args(cli)
-                .context("making the service's paths absolute")?;
-            // A state or log directory of its own must exist before the
-            // service starts: it is the only place outside its own that
-            // the hardened service may write.
-            for dir in &command.writable {
-                std::fs::create_dir_all(host.path(dir))
-                    .with_context(|| format!("creating {}", dir.display()))?;
+    let lock = StateLock::acquire(&host.path(&host.state_dir))?;
+    let done = match &args.install_timer {
+        Some(when) => match install_timer(cli, args, host, &lock, when)? {
+            Ok(done) => done,
+            Err(refusal) => {
+                print_refusal(cli, &refusal)?;
+                return Ok(EXIT_REFUSED);
             }
-            let timer::Changes { files, changed } = timer::install(host, &program, &command, when)?;
-            let manager = timer::enable(host)?;
-            let mut lines = vec![
-                format!("the standby is synced {when}: {}", timer::TIMER),
-                format!("its output: journalctl -u {}", timer::SERVICE),
-            ];
-            lines.push(match manager {
-                timer::Manager::Running => {
-                    "the next run: systemctl list-timers pimigrate-sync.timer".to_string()
-                }
-                timer::Manager::Offline => {
-                    "systemd does not run here: the timer is enabled and starts at the next boot"
-                        .to_string()
-                }
-            });
-            (Done::TimerInstalled, files, changed, lines)
-        }
-        None => {
-            let was_enabled = timer::enabled(host);
-            if was_enabled {
-                timer::disable(host)?;
-            }
-            let timer::Changes { files, changed } = timer::remove(host)?;
-            if changed {
-                timer::reload(host)?;
-            }
-            let line = if changed || was_enabled {
-                "the timer is removed: the standby is synced only when you run `pimigrate sync`"
-                    .to_string()
-            } else {
-                "there was no timer to remove".to_string()
-            };
-            (
-                Done::TimerRemoved,
-                files,
-                changed || was_enabled,
-                vec![line],
-            )
-        }
+        },
+        None => remove_timer(host, &lock)?,
     };
     if cli.json {
         print_json(&SyncOutput {
-            units,
-            changed,
-            ..SyncOutput::new(result)
+            units: done.units,
+            changed: done.changed,
+            ..SyncOutput::new(done.result)
         })?;
-    } else {
-        for unit in &units {
-            println!(
-                "{} {}",
-                if result == Done::TimerInstalled {
-                    "wrote"
-                } else {
-                    "removed"
-                },
-                unit.display()
-            );
-        }
-        for line in lines {
-            println!("{line}");
-        }
+        return Ok(EXIT_OK);
+    }
+    let verb = match done.result {
+        Done::TimerInstalled => "wrote",
+        _ => "removed",
+    };
+    for unit in &done.units {
+        println!("{verb} {}", unit.display());
+    }
+    for line in done.lines {
+        println!("{line}");
     }
     Ok(EXIT_OK)
+}
+
+/// The timer's units written and the timer enabled; a refusal when the
+/// program the service would run is not root's alone.
+fn install_timer(
+    cli: &Cli,
+    args: &SyncArgs,
+    host: &Host,
+    lock: &StateLock,
+    when: &str,
+) -> Result<Result<TimerDone, Refusal>> {
+    let running = std::env::current_exe()
+        .context("finding the pimigrate program for the service's ExecStart")?;
+    let program = match timer::service_program(host, &running) {
+        Ok(program) => program,
+        Err(refusal) => return Ok(Err(refusal)),
+    };
+    let command = args
+        .timer_args(cli)
+        .context("making the service's paths absolute")?;
+    let timer::Changes { files, changed } =
+        apply_timer::install(lock, host, &program, &command, when)?;
+    let next = match apply_timer::enable(lock, host)? {
+        timer::Manager::Running => "the next run: systemctl list-timers pimigrate-sync.timer",
+        timer::Manager::Offline => {
+            "systemd does not run here: the timer is enabled and starts at the next boot"
+        }
+    };
+    Ok(Ok(TimerDone {
+        result: Done::TimerInstalled,
+        units: files,
+        changed,
+        lines: vec![
+            format!("the standby is synced {when}: {}", timer::TIMER),
+            format!("its output: journalctl -u {}", timer::SERVICE),
+            next.to_string(),
+        ],
+    }))
+}
+
+/// The timer disabled and its units removed.
+fn remove_timer(host: &Host, lock: &StateLock) -> Result<TimerDone> {
+    let was_enabled = timer::enabled(host);
+    if was_enabled {
+        apply_timer::disable(lock, host)?;
+    }
+    let timer::Changes { files, changed } = apply_timer::remove(lock, host)?;
+    if changed {
+        apply_timer::reload(lock, host)?;
+    }
+    let line = match changed || was_enabled {
+        true => "the timer is removed: the standby is synced only when you run `pimigrate sync`",
+        false => "there was no timer to remove",
+    };
+    Ok(TimerDone {
+        result: Done::TimerRemoved,
+        units: files,
+        changed: changed || was_enabled,
+        lines: vec![line.to_string()],
+    })
 }

@@ -6,11 +6,11 @@
 //! the SD card's (`apply::trial_outcome`); the exit code tells the unit
 //! whether to reboot.
 
-use crate::apply::journal::Journal;
 use crate::apply::trial_outcome::{record, Outcome, TrialOutcome};
 use crate::cli::{Cli, TrialAction, TrialCheckArgs};
 use crate::exit::{EXIT_FAILED, EXIT_OK};
 use crate::host::Host;
+use crate::state::journal::Journal;
 use crate::system::System;
 use crate::verify::run::{verify, Request};
 use crate::verify::{Verdict, Verification};
@@ -35,9 +35,17 @@ pub fn run(_cli: &Cli, args: &TrialCheckArgs, host: &Host) -> Result<u8> {
     }
 }
 
-/// Verify with `--commit`, then record what came of it. Exit 0 when
-/// committed, 5 otherwise (the unit's FailureAction reboots).
+/// Verify with `--commit` (a commit records itself), then record what
+/// else came of it. Exit 0 when committed, 5 otherwise (the unit's
+/// FailureAction reboots).
 fn check(host: &Host, system: &System, journal: &Journal) -> Result<u8> {
+    // On the console as the check starts: a person at the Pi sees why it
+    // may reboot by itself.
+    crate::signals::print(&format!(
+        "pimigrate: checking the trial of {}: verify's checks, then the commit, or why not and a reboot \
+         to the SD card\n",
+        journal.plan.target.path.display()
+    ));
     // The disks the checks look at must all be there: a clone of the new
     // drive plugged in is exactly what they must find.
     settle_udev();
@@ -46,22 +54,32 @@ fn check(host: &Host, system: &System, journal: &Journal) -> Result<u8> {
         no_bench: true,
         ..Request::default()
     };
-    let outcome = match verify(host, &request) {
-        Ok((v, _)) => outcome_of(&v, journal),
+    let verified = verify(host, &request);
+    let outcome = match &verified {
+        Ok((v, _)) => outcome_of(v, journal),
         Err(err) => TrialOutcome::new(
             Outcome::Error,
             journal,
             format!("its check could not run to its end: {err:#}"),
         ),
     };
-    // The commit updated the journal.
-    let journal = Journal::load(&host.path(&host.state_dir))?.unwrap_or_else(|| journal.clone());
+    if outcome.outcome.committed() {
+        // The commit recorded itself, as every commit does (verify's
+        // actions say where).
+        let actions = verified.map(|(v, _)| v.actions).unwrap_or_default();
+        say(&outcome, &actions);
+        return Ok(EXIT_OK);
+    }
+    // The commit updated the journal. A root that can no longer be read
+    // (the new drive gone during the check) keeps the one read before, so
+    // the outcome still reaches the SD card's record.
+    let journal = match Journal::load(&host.path(&host.state_dir)) {
+        Ok(Some(reread)) => reread,
+        Ok(None) | Err(_) => journal.clone(),
+    };
     let (outcome, lines) = record(system, &journal, outcome)?;
     say(&outcome, &lines);
-    Ok(match outcome.outcome {
-        Outcome::Committed => EXIT_OK,
-        _ => EXIT_FAILED,
-    })
+    Ok(EXIT_FAILED)
 }
 
 /// What a verification with `--commit` means for the trial.

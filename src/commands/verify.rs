@@ -3,9 +3,12 @@
 //! check passed), apply the quirk, benchmark, print.
 
 use super::print_json;
+use crate::apply::standing;
 use crate::cli::{Cli, VerifyArgs};
 use crate::exit::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOTHING_TO_VERIFY, EXIT_OK};
 use crate::host::Host;
+use crate::state::journal::Journal;
+use crate::verify::expected::Expected;
 use crate::verify::run::{verify, Request};
 use crate::verify::{render, Verdict, Verification, VERIFY_SCHEMA};
 use anyhow::Result;
@@ -16,18 +19,35 @@ pub fn run(cli: &Cli, args: &VerifyArgs, host: &Host) -> Result<u8> {
     if args.commit || args.apply_quirk {
         crate::privilege::require_root("verify --commit and --apply-quirk change the boot files")?;
     }
+    if args.trim {
+        crate::privilege::require_root("verify --trim trims the new root (FITRIM)")?;
+    }
     let request = Request {
         commit: args.commit,
         apply_quirk: args.apply_quirk,
+        trim: args.trim,
         no_bench: args.no_bench,
         quick: args.quick,
         runtime: args.runtime,
         chatty: !cli.json && !cli.quiet,
     };
-    let (v, interrupted) = verify(host, &request)?;
+    // A commit (or a quirk) writes: its errors end with where the Pi
+    // stands and what goes on.
+    let writes = args.commit || args.apply_quirk;
+    let (v, interrupted) = verify(host, &request).map_err(|err| match writes {
+        true => standing::attach(err, |writing| {
+            let journal = Journal::load(&host.path(&host.state_dir)).ok().flatten();
+            let began = journal
+                .as_ref()
+                .and_then(|j| Expected::from_journal(j).ok())
+                .is_some_and(|e| e.commit_interrupted);
+            standing::commit(journal.as_ref(), writing, began, &standing::this_command())
+        }),
+        false => err,
+    })?;
     let standby = crate::system::System::inspect(host)
         .ok()
-        .and_then(|system| crate::sync::status::status(&system));
+        .and_then(|system| crate::sync::status::status(&system, &crate::apply::standby::look));
     let code = finish(cli, v, standby)?;
     Ok(exit_code(code, interrupted))
 }

@@ -169,17 +169,7 @@ fn run_pass(
         },
         fatal: Mutex::new(None),
     };
-    // Where the walk stays: the root's filesystem (the walker checks the
-    // root itself and fails the copy if it cannot read it).
-    let root_dev = std::fs::symlink_metadata(source).map(|m| m.dev()).ok();
-    let lookahead = lookahead::Lookahead::new(lookahead::Filter {
-        rules: walk::Rules::new(&options.exclusions),
-        root_dev: root_dev.filter(|_| options.one_file_system),
-        second_pass: pass == Pass::Second,
-        quiet_before: options
-            .changed_since
-            .filter(|_| pass == Pass::Second && !options.checksum),
-    });
+    let lookahead = lookahead::Lookahead::new(lookahead_filter(source, options, pass));
     let walked = std::thread::scope(|scope| {
         // Closed when the walk ends, however it ends: the scope waits for
         // these threads.
@@ -192,22 +182,7 @@ fn run_pass(
         let dispatch = if options.threads == 0 {
             Dispatch::Inline(DataCopier::new(shared.stop, &counters.bytes))
         } else {
-            let (sender, receiver) =
-                crossbeam_channel::bounded::<workers::Job>(options.threads * QUEUE_PER_WORKER);
-            for _ in 0..options.threads {
-                let receiver = receiver.clone();
-                let shared = &shared;
-                scope.spawn(move || {
-                    let mut copier = DataCopier::new(shared.stop, &shared.counters.bytes);
-                    for job in receiver {
-                        if shared.stop.raised() {
-                            continue; // drain: the files stay as created
-                        }
-                        workers::run(job, &mut copier, shared);
-                    }
-                });
-            }
-            Dispatch::Pool(sender)
+            start_workers(scope, options.threads, &shared)
         };
         let mut walker = Walker::new(
             source,
@@ -249,4 +224,42 @@ fn run_pass(
     }
     Progress::new(progress, &counters).report();
     Ok(counters.snapshot())
+}
+
+/// What the lookahead reads ahead: the entries the walker will visit.
+fn lookahead_filter(source: &Path, options: &CopyOptions, pass: Pass) -> lookahead::Filter {
+    // Where the walk stays: the root's filesystem (the walker checks the
+    // root itself and fails the copy if it cannot read it).
+    let root_dev = std::fs::symlink_metadata(source).map(|m| m.dev()).ok();
+    lookahead::Filter {
+        rules: walk::Rules::new(&options.exclusions),
+        root_dev: root_dev.filter(|_| options.one_file_system),
+        second_pass: pass == Pass::Second,
+        quiet_before: options
+            .changed_since
+            .filter(|_| pass == Pass::Second && !options.checksum),
+    }
+}
+
+/// `threads` workers copying the files the walker sends them, until it
+/// drops its sender.
+fn start_workers<'scope, 'env>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    threads: usize,
+    shared: &'env Shared<'env>,
+) -> Dispatch<'env> {
+    let (sender, receiver) = crossbeam_channel::bounded::<workers::Job>(threads * QUEUE_PER_WORKER);
+    for _ in 0..threads {
+        let receiver = receiver.clone();
+        scope.spawn(move || {
+            let mut copier = DataCopier::new(shared.stop, &shared.counters.bytes);
+            for job in receiver {
+                if shared.stop.raised() {
+                    continue; // drain: the files stay as created
+                }
+                workers::run(job, &mut copier, shared);
+            }
+        });
+    }
+    Dispatch::Pool(sender)
 }

@@ -96,6 +96,25 @@ struct Entry {
     relative: PathBuf,
 }
 
+impl Entry {
+    /// `name` in `parent`'s directory. Paths are joined only for an entry
+    /// that needs them: most of a quiet tree's entries do not.
+    fn in_dir(parent: &Frame, name: &OsStr) -> Entry {
+        Entry {
+            source: parent.source.join(name),
+            target: parent.target.join(name),
+            relative: parent.relative.join(name),
+        }
+    }
+}
+
+/// The lookahead's key of the `index`-th entry of `parent`'s listing.
+fn child_key(parent: &Frame, index: u32) -> Key {
+    let mut key = parent.key.clone();
+    key.push(index);
+    key
+}
+
 impl<'a> Walker<'a> {
     pub fn new(
         source_root: &'a Path,
@@ -208,34 +227,10 @@ impl<'a> Walker<'a> {
             Counters::add(&self.counters().excluded, 1);
             return None;
         }
-        let in_settled = parent.settled;
-        let key = || {
-            let mut key = parent.key.clone();
-            key.push(index);
-            key
-        };
-        // Paths are joined only for an entry that needs them: most of a
-        // quiet tree's entries do not.
-        let entry = || Entry {
-            source: parent.source.join(name),
-            target: parent.target.join(name),
-            relative: parent.relative.join(name),
-        };
         let meta = match stat {
             Ok(meta) => meta,
-            Err(err) if err.kind() == io::ErrorKind::NotFound => {
-                // Gone since its directory was listed. Whatever the target
-                // has under the name stays: this pass cannot tell a
-                // deletion from a source that failed to show it.
-                Counters::add(&self.counters().vanished, 1);
-                let entry = entry();
-                if std::fs::symlink_metadata(&entry.target).is_ok() {
-                    self.failed(&entry.source, workers::GONE, err);
-                }
-                return None;
-            }
             Err(err) => {
-                self.failed(&entry().source, "stat", err);
+                self.stat_failed(Entry::in_dir(parent, name), err);
                 return None;
             }
         };
@@ -246,23 +241,16 @@ impl<'a> Walker<'a> {
         // is not even looked at. This halves the system calls of a sync in
         // which little changed; a directory is still listed, since a file
         // in it may have changed without changing the directory.
-        if in_settled && self.quiet(&meta) {
-            if meta.is_dir() && !self.is_mount_point(&meta) {
-                let entry = entry();
-                let names = self.list_source(&entry, key(), true, &meta)?;
-                Counters::add(&self.counters().dirs, 1);
-                return Some(self.open_dir(entry, meta, true, names));
-            }
-            Counters::add(&self.counters().unchanged, 1);
-            return None;
+        if parent.settled && self.quiet(&meta) {
+            return self.visit_quiet(parent, index, name, meta);
         }
         self.compared = true;
-        let entry = entry();
+        let entry = Entry::in_dir(parent, name);
         // A directory whose own inode changed (entries added or removed, a
         // chmod, or a move) in a quiet one, whose names did not change: it
         // was not moved, so its target is still its copy (see
         // [`Frame::settled`]).
-        let settled_below = in_settled && self.quiet(&parent.meta);
+        let settled_below = parent.settled && self.quiet(&parent.meta);
         // The second pass compares with what the first left; the first
         // assumes an empty target and clears the way only when a name is
         // taken (an interrupted earlier run).
@@ -272,7 +260,13 @@ impl<'a> Walker<'a> {
         };
         let file_type = meta.file_type();
         if file_type.is_dir() {
-            self.visit_dir(entry, meta, existing, key(), settled_below)
+            self.visit_dir(
+                entry,
+                meta,
+                existing,
+                child_key(parent, index),
+                settled_below,
+            )
         } else if file_type.is_file() {
             self.visit_file(&entry, &meta, existing);
             None
@@ -287,6 +281,40 @@ impl<'a> Walker<'a> {
             self.failed(&entry.source, "copy entry of unknown type", err);
             None
         }
+    }
+
+    /// An entry whose stat failed keeps its target entry.
+    fn stat_failed(&self, entry: Entry, err: io::Error) {
+        if err.kind() == io::ErrorKind::NotFound {
+            // Gone since its directory was listed. Whatever the target
+            // has under the name stays: this pass cannot tell a
+            // deletion from a source that failed to show it.
+            Counters::add(&self.counters().vanished, 1);
+            if std::fs::symlink_metadata(&entry.target).is_ok() {
+                self.failed(&entry.source, workers::GONE, err);
+            }
+        } else {
+            self.failed(&entry.source, "stat", err);
+        }
+    }
+
+    /// A quiet entry in a settled directory (see [`Walker::visit`]): a
+    /// directory is listed and entered, anything else is unchanged.
+    fn visit_quiet(
+        &mut self,
+        parent: &Frame,
+        index: u32,
+        name: &OsStr,
+        meta: Metadata,
+    ) -> Option<Frame> {
+        if meta.is_dir() && !self.is_mount_point(&meta) {
+            let entry = Entry::in_dir(parent, name);
+            let names = self.list_source(&entry, child_key(parent, index), true, &meta)?;
+            Counters::add(&self.counters().dirs, 1);
+            return Some(self.open_dir(entry, meta, true, names));
+        }
+        Counters::add(&self.counters().unchanged, 1);
+        None
     }
 
     /// `settled` is what [`Frame::settled`] would be, if its target is a
@@ -522,43 +550,8 @@ impl<'a> Walker<'a> {
                 LinkAction::CopyData => {}
             }
         }
-        if let Some(target) = &existing {
-            let same_kind = target.file_type().is_file()
-                // A target linked to other names the source no longer
-                // shares must not be compared as the source's copy.
-                && !(target.nlink() > 1 && meta.nlink() == 1);
-            if same_kind && target.size() == meta.size() && same_mtime(target, meta) {
-                let quiet = self.quiet(meta);
-                if quiet && same_attributes(meta, target) {
-                    Counters::add(&self.counters().unchanged, 1);
-                    return;
-                }
-                // Its inode changed since the last complete copy: its bytes
-                // may have, under the same size and mtime (what a quick
-                // check misses), so they are compared, unless the target
-                // was copied from it after that change.
-                let inode_changed = !quiet
-                    && self.options.changed_since.is_some()
-                    && !copied_after_its_change(meta, target);
-                if self.options.checksum || inode_changed {
-                    self.rewrite(
-                        Job::Verify {
-                            source: entry.source.clone(),
-                            target: entry.target.clone(),
-                        },
-                        meta,
-                    );
-                } else {
-                    Counters::add(&self.counters().unchanged, 1);
-                    self.apply_by_path(
-                        &entry.source,
-                        &entry.target,
-                        meta,
-                        Node::Path(&entry.target),
-                    );
-                }
-                return;
-            }
+        if let Some(target) = existing.as_ref().filter(|t| looks_copied(meta, t)) {
+            return self.keep_or_verify(entry, meta, target);
         }
         if self.pass == Pass::Second {
             // Whatever the target has under the name stays until a
@@ -571,7 +564,46 @@ impl<'a> Walker<'a> {
                 meta,
             );
         }
-        // The first pass writes in place: the target is new.
+        self.create_new_file(entry, meta);
+    }
+
+    /// A target file that looks like the source's copy (see
+    /// [`looks_copied`]): kept, its metadata brought up to date, or its
+    /// bytes compared.
+    fn keep_or_verify(&mut self, entry: &Entry, meta: &Metadata, target: &Metadata) {
+        let quiet = self.quiet(meta);
+        if quiet && same_attributes(meta, target) {
+            Counters::add(&self.counters().unchanged, 1);
+            return;
+        }
+        // Its inode changed since the last complete copy: its bytes
+        // may have, under the same size and mtime (what a quick
+        // check misses), so they are compared, unless the target
+        // was copied from it after that change.
+        let inode_changed = !quiet
+            && self.options.changed_since.is_some()
+            && !copied_after_its_change(meta, target);
+        if self.options.checksum || inode_changed {
+            self.rewrite(
+                Job::Verify {
+                    source: entry.source.clone(),
+                    target: entry.target.clone(),
+                },
+                meta,
+            );
+        } else {
+            Counters::add(&self.counters().unchanged, 1);
+            self.apply_by_path(
+                &entry.source,
+                &entry.target,
+                meta,
+                Node::Path(&entry.target),
+            );
+        }
+    }
+
+    /// The first pass writes in place: the target is new.
+    fn create_new_file(&mut self, entry: &Entry, meta: &Metadata) {
         if meta.nlink() == 1 && self.workers_create_files() {
             // Hard-linked files stay with the walker: their later names
             // are linked to the first one, which must exist by then.
@@ -749,6 +781,16 @@ impl<'a> Walker<'a> {
             }
         }
     }
+}
+
+/// A target file of the same kind, size and mtime as the source file: its
+/// copy, as far as a quick check tells.
+fn looks_copied(source: &Metadata, target: &Metadata) -> bool {
+    let same_kind = target.file_type().is_file()
+        // A target linked to other names the source no longer
+        // shares must not be compared as the source's copy.
+        && !(target.nlink() > 1 && source.nlink() == 1);
+    same_kind && target.size() == source.size() && same_mtime(target, source)
 }
 
 /// Whether the target file was copied from the source after the source's

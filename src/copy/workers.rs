@@ -176,7 +176,10 @@ fn copy(
     }
     let copied = finish(source, input, file, &meta, None, true, shared);
     Counters::add(&shared.counters.files, 1);
-    crate::failpoint::hit("copy-file");
+    if let Err(err) = crate::failpoint::hit("copy-file") {
+        shared.failed(source, "copy file", err);
+        return false;
+    }
     copied
 }
 
@@ -223,7 +226,10 @@ fn replace(
         return false;
     }
     Counters::add(&shared.counters.files, 1);
-    crate::failpoint::hit("copy-file");
+    if let Err(err) = crate::failpoint::hit("copy-file") {
+        shared.failed(source, "copy file", err);
+        return false;
+    }
     true
 }
 

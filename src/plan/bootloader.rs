@@ -35,13 +35,12 @@ use super::{
     PartitionPath, Reason, TrialRoute,
 };
 use crate::bootcfg::eeprom::{
-    mode_name, BootOrder, EepromConfig, EepromConfigError, EepromEdit, BOOT_MODE_NVME,
-    BOOT_MODE_SD, BOOT_MODE_USB,
+    mode_name, BootOrder, EepromConfig, EepromConfigError, EepromEdit, BOOT_MODE_NVME, BOOT_MODE_SD,
 };
 use crate::plan::options::{BootOrderChoice, HandoverChoice, TrialChoice};
 use crate::system::bootloader::{BaseError, EepromBase, EepromWrites};
-use crate::system::disks::{Disk, Transport};
-use crate::system::pi::{PiFamily, PiInfo};
+use crate::system::disks::Disk;
+use crate::system::pi::{boot_mode, PiFamily, PiInfo};
 use crate::system::System;
 
 /// The first Pi 4 bootloader whose EEPROM config takes a `[tryboot]`
@@ -124,23 +123,15 @@ pub(super) fn decide(
         reasons.push(refuse_device(&reason));
     }
     let handover = handover(options.handover, consent, tool, reasons);
-    let (at_migrate, at_commit) = match &current.config {
-        Some(config) => {
-            let wanted = Wanted {
-                board,
-                mode,
-                route,
-                probe: needs_probe && consent,
-                trial_order: route == Some(TrialRoute::Device) && pi.family != PiFamily::Pi5,
-                handover,
-            };
-            changes(config, &wanted).unwrap_or_else(|err| {
-                reasons.push(config_refusal(&err));
-                (None, None)
-            })
-        }
-        None => (None, None),
+    let wanted = Wanted {
+        board,
+        mode,
+        route,
+        probe: needs_probe && consent,
+        trial_order: route == Some(TrialRoute::Device) && pi.family != PiFamily::Pi5,
+        handover,
     };
+    let (at_migrate, at_commit) = planned_changes(current.config.as_ref(), &wanted, reasons);
     let mut notes = Vec::new();
     if current.config.is_none() && handover == Handover::BootOrder {
         notes.push(
@@ -149,10 +140,6 @@ pub(super) fn decide(
     }
     let changing = consent && (at_migrate.is_some() || at_commit.is_some());
     let base = changing.then(|| can_change(pi, reasons)).flatten();
-    let takes_effect = match pi.eeprom.writes {
-        EepromWrites::AtOnce { .. } => EepromTakesEffect::AtOnce,
-        _ => EepromTakesEffect::NextReboot,
-    };
     let reboot_order = (route == Some(TrialRoute::Device) && pi.family == PiFamily::Pi5)
         .then(|| BootOrder::trial(mode));
     Decision {
@@ -168,10 +155,38 @@ pub(super) fn decide(
             handover,
             at_commit,
             consent,
-            takes_effect,
+            power: None,
+            takes_effect: takes_effect(pi),
         }),
         route,
         notes,
+    }
+}
+
+/// The changes `wanted` makes to the config read in `current`, at the
+/// migration and at the commit; none when the config could not be read,
+/// and a refusal in `reasons` when they cannot be worked out.
+fn planned_changes(
+    current: Option<&EepromConfig>,
+    wanted: &Wanted,
+    reasons: &mut Vec<Reason>,
+) -> (Option<EepromChange>, Option<EepromChange>) {
+    let Some(config) = current else {
+        return (None, None);
+    };
+    changes(config, wanted).unwrap_or_else(|err| {
+        reasons.push(config_refusal(&err));
+        (None, None)
+    })
+}
+
+/// When a change to the bootloader's config takes effect: at once where
+/// flashrom writes the SPI flash itself, else at the next reboot (when the
+/// bootloader takes in the staged update).
+fn takes_effect(pi: &PiInfo) -> EepromTakesEffect {
+    match pi.eeprom.writes {
+        EepromWrites::AtOnce { .. } => EepromTakesEffect::AtOnce,
+        _ => EepromTakesEffect::NextReboot,
     }
 }
 
@@ -199,10 +214,10 @@ fn eeprom_route_possible(
         return Err(None);
     }
     let without_eeprom = || trial_wanted.then_some(TrialRoute::KernelFromSd);
-    let mode = match target.transport {
-        Transport::Usb => BOOT_MODE_USB,
-        Transport::Nvme => BOOT_MODE_NVME,
-        _ => return Err(without_eeprom()),
+    // A mode other than the SD card's: a drive the bootloader can try
+    // before the card.
+    let Some(mode) = boot_mode(target.transport).filter(|&m| m != BOOT_MODE_SD) else {
+        return Err(without_eeprom());
     };
     if !pi.eeprom_bootloader {
         if options.trial == TrialChoice::Device {
@@ -380,7 +395,7 @@ fn handover(
 /// Whether the changes can be made on this Pi with its tools, and the
 /// image they are built on; refusals otherwise. Checked only when there
 /// are changes to make.
-fn can_change(pi: &PiInfo, reasons: &mut Vec<Reason>) -> Option<EepromBase> {
+pub(super) fn can_change(pi: &PiInfo, reasons: &mut Vec<Reason>) -> Option<EepromBase> {
     let compute_module = pi.family == PiFamily::Cm4 || pi.config_filter == Some("cm5");
     if compute_module {
         reasons.push(
@@ -443,19 +458,6 @@ fn changes(
     wanted: &Wanted,
 ) -> Result<(Option<EepromChange>, Option<EepromChange>), EepromConfigError> {
     let Wanted { board, mode, .. } = *wanted;
-    let file = PartitionPath::known("/bootconf.txt");
-    let change = |from: &EepromConfig, edits: Vec<EepromEdit>, purpose: String| {
-        let to = from.with_edits(&edits, board)?;
-        Ok::<_, EepromConfigError>((!edits.is_empty() && &to != from).then(|| {
-            let change = EepromChange {
-                edits,
-                config: to.to_text(),
-                diff: diff_files(&file, &file, &from.to_bytes(), &to.to_bytes()),
-                purpose,
-            };
-            (change, to)
-        }))
-    };
     let order = current.boot_order(board, false)?;
     let permanent = order.with_first(mode);
     let needs_order = order.first_of(&[mode, BOOT_MODE_SD]) != Some(mode);
@@ -474,30 +476,20 @@ fn changes(
     if wanted.route.is_none() {
         // No trial: the migration hands over at once.
         let edits: Vec<EepromEdit> = probe.into_iter().chain(permanent_edit).collect();
-        let at_migrate = change(current, edits, permanent_purpose(""))?;
+        let at_migrate = change(current, edits, permanent_purpose(""), board)?;
         return Ok((at_migrate.map(|(c, _)| c), None));
     }
     let trial = wanted
         .trial_order
         .then(|| EepromEdit::TrialBootOrder(Some(BootOrder::trial(mode))));
-    let purpose = match (&trial, wanted.probe) {
-        (Some(_), probe) => format!(
-            "[tryboot] BOOT_ORDER={}: `reboot \"0 tryboot\"` tries {} first, once{}",
-            BootOrder::trial(mode),
-            mode_name(mode),
-            if probe {
-                "; PCIE_PROBE=1 finds the NVMe drive"
-            } else {
-                ""
-            }
-        ),
-        (None, true) => {
-            "PCIE_PROBE=1: the bootloader looks for the NVMe drive without a HAT+".into()
-        }
-        (None, false) => String::new(),
-    };
     let had_trial = trial.is_some();
-    let at_migrate = change(current, probe.into_iter().chain(trial).collect(), purpose)?;
+    let purpose = trial_purpose(mode, had_trial, wanted.probe);
+    let at_migrate = change(
+        current,
+        probe.into_iter().chain(trial).collect(),
+        purpose,
+        board,
+    )?;
     let after_migrate = at_migrate
         .as_ref()
         .map(|(_, to)| to.clone())
@@ -517,13 +509,57 @@ fn changes(
         &after_migrate,
         untrial.into_iter().chain(permanent_edit).collect(),
         purpose,
+        board,
     )?;
     Ok((at_migrate.map(|(c, _)| c), at_commit.map(|(c, _)| c)))
+}
+
+/// `edits` made on `from`, with the config they give, and what for;
+/// none when they change nothing.
+fn change(
+    from: &EepromConfig,
+    edits: Vec<EepromEdit>,
+    purpose: String,
+    board: Option<&str>,
+) -> Result<Option<(EepromChange, EepromConfig)>, EepromConfigError> {
+    let file = PartitionPath::known("/bootconf.txt");
+    let to = from.with_edits(&edits, board)?;
+    Ok((!edits.is_empty() && &to != from).then(|| {
+        let change = EepromChange {
+            edits,
+            config: to.to_text(),
+            diff: diff_files(&file, &file, &from.to_bytes(), &to.to_bytes()),
+            purpose,
+        };
+        (change, to)
+    }))
+}
+
+/// What the migration's change is for, ahead of a trial: a one-shot
+/// order that tries the new drive (`trial`), the NVMe probe, or both.
+fn trial_purpose(mode: u8, trial: bool, probe: bool) -> String {
+    match (trial, probe) {
+        (true, probe) => format!(
+            "[tryboot] BOOT_ORDER={}: `reboot \"0 tryboot\"` tries {} first, once{}",
+            BootOrder::trial(mode),
+            mode_name(mode),
+            if probe {
+                "; PCIE_PROBE=1 finds the NVMe drive"
+            } else {
+                ""
+            }
+        ),
+        (false, true) => {
+            "PCIE_PROBE=1: the bootloader looks for the NVMe drive without a HAT+".into()
+        }
+        (false, false) => String::new(),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bootcfg::eeprom::BOOT_MODE_USB;
 
     const PI4: &str = "[all]\nBOOT_UART=0\nWAKE_ON_GPIO=1\nPOWER_OFF_ON_HALT=0\n";
     const PI5: &str = "[all]\nBOOT_UART=1\nBOOT_ORDER=0xf461\nNET_INSTALL_AT_POWER_ON=1\n";

@@ -11,6 +11,7 @@ use super::{EditOperation, EditSite, FileEdit, PartitionPath};
 use crate::bootcfg::cmdline::CmdlineError;
 use crate::bootcfg::defaults::{Defaults, DefaultsError};
 use crate::bootcfg::fstab::FstabError;
+use crate::bootcfg::usb_quirks::{add_ignore_uas, QuirksError, UsbId};
 use crate::bootcfg::{unified_diff, Cmdline, DeviceSpec, Fstab};
 use crate::system::System;
 use std::path::Path;
@@ -26,6 +27,27 @@ pub fn new_spec(old: &DeviceSpec, partuuid: &str, fs_uuid: &str) -> DeviceSpec {
     }
 }
 
+/// An operation, in words, for an error.
+fn what(op: &EditOperation) -> String {
+    match op {
+        EditOperation::FstabSetSpec { mountpoint, spec } => {
+            format!("setting the device of {mountpoint} to {spec} (an fstab edit)")
+        }
+        EditOperation::FstabSetType { mountpoint, fstype } => {
+            format!("setting the type of {mountpoint} to {fstype} (an fstab edit)")
+        }
+        EditOperation::CmdlineSetRoot { spec } => format!("root={spec} (a command line edit)"),
+        EditOperation::CmdlineAdd { arg } => format!("adding {arg} (a command line edit)"),
+        EditOperation::CmdlineRemove { arg } => format!("leaving out {arg} (a command line edit)"),
+        EditOperation::CmdlineIgnoreUas { usb_id } => {
+            format!("usb-storage.quirks={usb_id}:u (a command line edit)")
+        }
+        EditOperation::DefaultsSet { key, value, .. } => {
+            format!("{key}={value} (an /etc/default edit)")
+        }
+    }
+}
+
 /// Why an edit cannot be made to a boot file.
 #[derive(Debug, thiserror::Error)]
 pub enum EditError {
@@ -35,8 +57,12 @@ pub enum EditError {
     Cmdline(#[from] CmdlineError),
     #[error("{0}")]
     Defaults(#[from] DefaultsError),
+    #[error("{0}")]
+    Quirks(#[from] QuirksError),
+    #[error("{0:?} is not a USB vendor and product id")]
+    UsbId(String),
     /// An operation meant for another kind of file.
-    #[error("{op:?} cannot be applied to {file}")]
+    #[error("{} cannot be applied to {file}", what(op))]
     Misplaced {
         op: EditOperation,
         file: &'static str,
@@ -66,15 +92,21 @@ pub fn apply(bytes: &[u8], operations: &[EditOperation]) -> Result<Vec<u8>, Edit
         }
         return Ok(defaults.to_bytes());
     }
-    let is_fstab = operations
-        .iter()
-        .any(|op| matches!(op, EditOperation::FstabSetSpec { .. }));
+    let is_fstab = operations.iter().any(|op| {
+        matches!(
+            op,
+            EditOperation::FstabSetSpec { .. } | EditOperation::FstabSetType { .. }
+        )
+    });
     if is_fstab {
         let mut fstab = Fstab::parse(bytes)?;
         for op in operations {
             match op {
                 EditOperation::FstabSetSpec { mountpoint, spec } => {
                     fstab.set_spec(mountpoint, spec)?
+                }
+                EditOperation::FstabSetType { mountpoint, fstype } => {
+                    fstab.set_type(mountpoint, fstype)?
                 }
                 other => return Err(misplaced(other, "an fstab")),
             }
@@ -90,6 +122,10 @@ pub fn apply(bytes: &[u8], operations: &[EditOperation]) -> Result<Vec<u8>, Edit
             }
             EditOperation::CmdlineRemove { arg } => {
                 cmdline.remove_exact(arg);
+            }
+            EditOperation::CmdlineIgnoreUas { usb_id } => {
+                let id = UsbId::parse(usb_id).ok_or_else(|| EditError::UsbId(usb_id.clone()))?;
+                add_ignore_uas(&mut cmdline, id)?;
             }
             other => return Err(misplaced(other, "cmdline.txt")),
         }
@@ -151,14 +187,14 @@ pub fn backup_name(file: &PartitionPath, taken: impl Fn(&PartitionPath) -> bool)
         .unwrap_or(first)
 }
 
-/// The boot-file edits of a plan: fstab on the new root, and cmdline.txt
-/// where the firmware will read it (the SD card's, its trial copy, or the
-/// new boot partition's), from the replica's retargeted operations.
+/// A migration's edits of cmdline.txt, where the firmware will read it
+/// (the SD card's, its trial copy, or the new boot partition's), from the
+/// replica's retargeted operations (the new root's own files are the
+/// replica's: [`super::replica::root_edits`]).
 pub(super) fn plan_edits(
     system: &System,
     source: &CheckedSource,
     retargeted: &Retargeted,
-    root_partition: u32,
     layout: Layout,
     trial: Option<TrialRequest>,
 ) -> Result<(Vec<FileEdit>, Option<TrialGuard>), Reason> {
@@ -180,9 +216,6 @@ pub(super) fn plan_edits(
         ops
     };
     let mut edits = Vec::new();
-    if !retargeted.fstab.is_empty() {
-        edits.push(fstab_edit(source, root_partition, retargeted.fstab.clone()).map_err(fail)?);
-    }
     let cmdline_name = boot_relative(source, source.cmdline_path)?;
     let trial_cmdline = PartitionPath::known(TRIAL_CMDLINE);
     let target = cmdline_target(
@@ -273,25 +306,6 @@ fn cmdline_target<'a>(
             device: NEW_BOOT_PARTITION.into(),
         },
     })
-}
-
-/// /etc/fstab on the new root.
-fn fstab_edit(
-    source: &CheckedSource,
-    root_partition: u32,
-    operations: Vec<EditOperation>,
-) -> Result<FileEdit, EditError> {
-    file_edit(
-        EditTarget {
-            site: EditSite::TargetRoot,
-            file: &PartitionPath::known("/etc/fstab"),
-            output: &PartitionPath::known("/etc/fstab"),
-            backup: Some(PartitionPath::known("/etc/fstab.pimigrate-backup")),
-            device: format!("the new root filesystem (partition {root_partition} of the target)"),
-        },
-        source.fstab_bytes,
-        operations,
-    )
 }
 
 /// A boot file's name inside the boot partition, from its view path; a

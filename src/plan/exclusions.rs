@@ -2,12 +2,12 @@
 //! caches, the state of a running system), an active swap file, boot files
 //! in a plain directory of the root, and the user's `--exclude`s.
 
-use super::Options;
 use crate::system::usage::{self, Exclusion};
 use crate::system::System;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-pub fn exclusions(system: &System, options: &Options) -> Vec<Exclusion> {
+/// The copy's exclusions, the user's `excludes` (`--exclude`) last.
+pub fn exclusions(system: &System, excludes: &[PathBuf]) -> Vec<Exclusion> {
     let mut list = usage::default_exclusions();
     let root = &system.host.source_root;
     for swap in system.swaps.iter().filter(|s| s.kind == "file") {
@@ -36,7 +36,7 @@ pub fn exclusions(system: &System, options: &Options) -> Vec<Exclusion> {
             }
         }
     }
-    for exclude in &options.excludes {
+    for exclude in excludes {
         let path = Path::new("/").join(exclude.strip_prefix("/").unwrap_or(exclude));
         list.push(Exclusion::new(&path.to_string_lossy(), false, "--exclude"));
     }

@@ -10,12 +10,13 @@ use crate::system::System;
 pub(super) fn choose_table(
     system: &System,
     target: &Disk,
-    options: &Options,
+    layout: Layout,
+    table: TableChoice,
 ) -> Result<(TableKind, String), Reason> {
     let over_limit = target.size_bytes / u64::from(target.logical_sector_size) > MBR_MAX_SECTORS;
-    let full = options.layout == Layout::Full;
+    let full = layout == Layout::Full;
     let firmware_reads_gpt = system.pi.can_boot.gpt != BootSupport::No;
-    match options.table {
+    match table {
         TableChoice::Mbr => Ok((TableKind::Mbr, "asked for with --table mbr".into())),
         TableChoice::Gpt if full && !firmware_reads_gpt => Err(Reason::new(
             "table-not-bootable",
@@ -77,12 +78,8 @@ pub(super) fn boot_order_advice(
     target: &Disk,
     warnings: &mut Vec<String>,
 ) -> Option<BootOrderAdvice> {
-    use crate::system::disks::Transport;
-    let (mode, name) = match target.transport {
-        Transport::Usb => (pi::BOOT_MODE_USB, "USB"),
-        Transport::Nvme => (pi::BOOT_MODE_NVME, "NVMe"),
-        _ => return None,
-    };
+    let mode = pi::boot_mode(target.transport).filter(|&m| m != pi::BOOT_MODE_SD)?;
+    let name = crate::bootcfg::eeprom::mode_name(mode);
     if !system.pi.eeprom_bootloader {
         if system.pi.family != PiFamily::NotAPi {
             warnings.push(format!(

@@ -82,12 +82,12 @@ pub fn compute(req: &Request) -> Result<Geometry, Reason> {
         return Err(Reason::new(
             "target-too-small",
             format!(
-                "the target ({}) has no room for {wanted} after the first {}",
+                "the disk ({}) has no room for {wanted} after the first {}",
                 binary(req.disk_bytes),
                 binary(next * ss)
             ),
         )
-        .hint("choose a larger disk, or a smaller --root-size / --boot-size"));
+        .hint("choose a larger disk, or smaller partitions: --layout root-only has no boot partition (a migration also takes --root-size and --boot-size)"));
     }
     extents.push(Extent {
         role: PartitionRole::Root,

@@ -3,7 +3,6 @@
 //! checked against every id on every attached disk.
 
 use super::geometry::Geometry;
-use super::options::Options;
 use super::refusal::Reason;
 use super::PartitionRole;
 use crate::system::disks::Disk;
@@ -184,13 +183,14 @@ pub fn new_ids(
     known: &mut KnownIds,
     kind: TableKind,
     geometry: &Geometry,
-    options: &Options,
+    seed: Option<u64>,
+    disk_signature: Option<u32>,
 ) -> Result<NewIds, Reason> {
-    let mut ids = IdGenerator::new(options.seed);
+    let mut ids = IdGenerator::new(seed);
     let numbers: Vec<u32> = (1..=geometry.extents.len() as u32).collect();
     let (disk_id, partuuids) = match kind {
         TableKind::Mbr => {
-            let sig = ids.mbr_signature(known, options.disk_signature, &numbers)?;
+            let sig = ids.mbr_signature(known, disk_signature, &numbers)?;
             let parts = numbers
                 .iter()
                 .map(|&n| crate::system::probe::mbr_partuuid(sig, n))

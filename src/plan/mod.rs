@@ -2,7 +2,7 @@
 //! written. `pimigrate plan` prints it; `migrate` prints the same value and
 //! hands it to the executor.
 
-mod boot_copy;
+pub mod after_move;
 pub(crate) mod boot_layout;
 pub mod bootloader;
 pub mod edits;
@@ -18,9 +18,9 @@ pub mod refusal;
 pub mod regenerated;
 pub mod render;
 pub mod replica;
+pub mod root_filesystem;
 pub(crate) mod source_check;
 mod table;
-mod target;
 pub mod trial;
 pub mod trial_guard;
 mod warnings;
@@ -29,7 +29,7 @@ pub use options::{BootOrderChoice, HandoverChoice, Layout, Options, TableChoice,
 pub use partition_path::PartitionPath;
 pub use planner::{plan, plan_with_progress};
 pub use refusal::{Reason, Refusal};
-pub use target::identity;
+pub use replica::identity;
 
 use crate::bootcfg::eeprom::{BootOrder, EepromEdit};
 use crate::bootcfg::DeviceSpec;
@@ -69,6 +69,11 @@ pub struct Plan {
     /// makes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bootloader: Option<BootloaderPlan>,
+    /// What the new drive needs beyond the copy: TRIM, the USB bridge's
+    /// driver, the power (`after_move`; a plan journaled before it has
+    /// none, and writes nothing for it).
+    #[serde(default)]
+    pub after_move: after_move::AfterMove,
     /// Things the user should know that do not stop the move.
     pub warnings: Vec<String>,
     /// What the migration does with this system's boot layout beyond
@@ -232,6 +237,12 @@ pub enum EditOperation {
         mountpoint: String,
         spec: DeviceSpec,
     },
+    /// Sets the filesystem type of the entry mounted at `mountpoint` (an
+    /// ext2 or ext3 root's `/` line, whose copy is ext4).
+    FstabSetType {
+        mountpoint: String,
+        fstype: String,
+    },
     CmdlineSetRoot {
         spec: DeviceSpec,
     },
@@ -241,6 +252,11 @@ pub enum EditOperation {
     /// Leaves out an argument written exactly so (a first-boot hook).
     CmdlineRemove {
         arg: String,
+    },
+    /// Keeps `uas` off the USB bridge `usb_id` (`VID:PID`): its `u` flag
+    /// merged into the one `usb-storage.quirks=` argument.
+    CmdlineIgnoreUas {
+        usb_id: String,
     },
     /// Sets `key=value` in an `/etc/default/` file (raspi-firmware's
     /// ROOTPART), appended under `comment` when no line assigns it.
@@ -378,15 +394,38 @@ pub struct BootloaderPlan {
     /// The changes are made (`--boot-order apply`, or yes in the wizard);
     /// otherwise they are only shown.
     pub consent: bool,
+    /// `PSU_MAX_CURRENT` for a Pi 5's USB boot, made with the migration's
+    /// change: present only with its own consent (`--psu-max-current`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power: Option<EepromChange>,
     pub takes_effect: EepromTakesEffect,
 }
 
 impl BootloaderPlan {
     /// The changes to make, with consent, in order.
     pub fn changes(&self) -> impl Iterator<Item = &EepromChange> {
+        let consent = self.consent;
         self.at_migrate
             .iter()
-            .chain(self.at_commit.iter())
-            .filter(|_| self.consent)
+            .filter(move |_| consent)
+            .chain(self.power.iter())
+            .chain(self.at_commit.iter().filter(move |_| consent))
+    }
+
+    /// The change the migration makes (with consent, the boot order's
+    /// and the power's as one), before the trial.
+    pub fn at_migrate_made(&self) -> Option<EepromChange> {
+        let order = self.at_migrate.as_ref().filter(|_| self.consent);
+        match (order, &self.power) {
+            (Some(order), None) => Some(order.clone()),
+            (None, Some(power)) => Some(power.clone()),
+            (Some(order), Some(power)) => Some(EepromChange {
+                edits: order.edits.iter().chain(&power.edits).cloned().collect(),
+                config: power.config.clone(),
+                diff: order.diff.clone(),
+                purpose: format!("{}; {}", order.purpose, power.purpose),
+            }),
+            (None, None) => None,
+        }
     }
 }

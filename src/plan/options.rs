@@ -92,6 +92,14 @@ pub struct Options {
     /// The trial boot checks itself with `verify`'s checks and commits, or
     /// goes back to the SD card, with nobody at the Pi.
     pub auto_commit: bool,
+    /// Switch TRIM on for the new drive where its bridge passes it (the
+    /// udev rule, `fstrim.timer`): on unless `--no-trim`.
+    pub trim: bool,
+    /// Keep `uas` off the target's USB bridge (`usb-storage.quirks=
+    /// VID:PID:u` on the new command line).
+    pub usb_quirk: bool,
+    /// `PSU_MAX_CURRENT` to write into a Pi 5's bootloader config.
+    pub psu_max_current: Option<u32>,
 }
 
 impl Options {
@@ -110,6 +118,9 @@ impl Options {
             boot_order: BootOrderChoice::Show,
             handover: HandoverChoice::Auto,
             auto_commit: false,
+            trim: true,
+            usb_quirk: false,
+            psu_max_current: None,
         }
     }
 }

@@ -7,21 +7,17 @@
 //! source scanned, the space checked, then the layout built (ids, table,
 //! mkfs, edits, the trial boot) and its warnings and notes gathered.
 
-use super::boot_copy::boot_copy;
 use super::boot_layout::{demands, LayoutDemands};
 use super::bootloader::{self, Decision};
 use super::edits::{plan_edits, TrialRequest};
 use super::exclusions::exclusions;
-use super::firmware::{
-    boot_order_advice, check_full_move_bootable, choose_table, firmware_prerequisites,
-};
-use super::geometry::{self, Geometry};
-use super::ids::{new_ids, KnownIds};
-use super::mkfs::mkfs_steps;
+use super::firmware::{boot_order_advice, check_full_move_bootable, firmware_prerequisites};
 use super::regenerated::{raspi_firmware, Regenerated};
+use super::replica::{
+    boot_files, check_disk, check_fits, identity, lay_out, resolve_disk, LayoutRequest, NewLayout,
+    Writes,
+};
 use super::source_check::{check_source, CheckedSource};
-use super::table::table_plan;
-use super::target::{check_target_is_free, identity, resolve_target};
 use super::trial::{trial_boot, trial_site, wants_trial};
 use super::trial_guard::TrialKernel;
 use super::warnings::warnings;
@@ -30,7 +26,6 @@ use crate::space::SpaceCheck;
 use crate::system::disks::Disk;
 use crate::system::usage;
 use crate::system::System;
-use crate::units::binary;
 
 /// A plan, or a refusal listing every reason found.
 pub fn plan(system: &System, options: &Options) -> Result<Plan, Refusal> {
@@ -51,10 +46,10 @@ pub fn plan_with_progress(
     scan_progress: &mut dyn FnMut(&usage::Usage) -> std::ops::ControlFlow<()>,
 ) -> Result<Plan, Refusal> {
     let mut reasons = Vec::new();
-    let Some(request) = check_request(system, options, &mut reasons) else {
+    let Some(mut request) = check_request(system, options, &mut reasons) else {
         return Err(Refusal { reasons });
     };
-    let exclusions = exclusions(system, options);
+    let exclusions = exclusions(system, &options.excludes);
     // A refused plan still reports whether the source would fit, but from
     // the filesystem's own count: walking a whole root takes a while.
     let scan = scan_source(
@@ -64,42 +59,52 @@ pub fn plan_with_progress(
         scan_progress,
         &mut reasons,
     );
-    let Request {
-        source,
-        trial,
-        bootloader,
-        demands,
-        target,
-        kind,
-        table_reason,
-        firmware,
-        geometry,
-    } = request;
-    let (Some(source), Some(geometry), Some(scan)) = (source, geometry, scan) else {
+    let (Some(source), Some(laid_out), Some(scan)) =
+        (request.source.take(), request.laid_out.take(), scan)
+    else {
         return Err(Refusal { reasons });
     };
-    let ss = u64::from(target.logical_sector_size);
-    let space = check_space(target, &geometry, scan.bytes, &mut reasons);
-    let boot_copy = match options.layout {
-        Layout::Full => boot_copy(system, &source, &geometry, ss)
+    let space = check_space(request.target, &laid_out.disk, scan.bytes, &mut reasons);
+    let boot_copy = match laid_out.disk.part(PartitionRole::Boot) {
+        Some((boot, _)) => boot_files(system, &source, boot.number, boot.size_bytes)
             .map_err(|reason| reasons.push(reason))
             .ok(),
-        Layout::RootOnly => None,
-    };
-    let mut known = KnownIds::from_disks(&system.disks);
-    let ids = match new_ids(&mut known, kind, &geometry, options) {
-        Ok(ids) => ids,
-        Err(reason) => {
-            reasons.push(reason);
-            return Err(Refusal { reasons });
-        }
+        None => None,
     };
     if !reasons.is_empty() {
         return Err(Refusal { reasons });
     }
-    let table = table_plan(kind, table_reason, &geometry, &ids, target);
-    let filesystems = mkfs_steps(system, &table, &ids, &known);
-    let disk = replica::DiskLayout { table, filesystems };
+    let copy = copy_plan(system, options, exclusions, scan, space);
+    finish(system, options, request, source, laid_out, copy, boot_copy)
+}
+
+/// The plan of a request whose every check passed: the changes to files
+/// and the trial boot, the warnings and notes, the boot order.
+fn finish(
+    system: &System,
+    options: &Options,
+    request: Request,
+    source: CheckedSource,
+    laid_out: NewLayout,
+    copy: CopyPlan,
+    boot_copy: Option<BootCopy>,
+) -> Result<Plan, Refusal> {
+    let Request {
+        trial,
+        bootloader,
+        demands,
+        target,
+        firmware,
+        after_move,
+        ..
+    } = request;
+    let NewLayout { disk, geometry } = laid_out;
+    let cmdline_ops: Vec<EditOperation> = demands
+        .cmdline_ops
+        .iter()
+        .chain(&after_move.cmdline_ops)
+        .cloned()
+        .collect();
     let Changes {
         mut edits,
         trial_boot,
@@ -110,11 +115,13 @@ pub fn plan_with_progress(
         &source,
         &disk,
         trial.then(|| trial_site(options.layout, bootloader.route)),
-        &demands.cmdline_ops,
+        &cmdline_ops,
     )?;
     let mut warnings = warnings(system, target, &geometry, options.layout);
     warnings.extend(firmware.warnings);
+    warnings.extend(after_move.warnings);
     let mut notes = demands.notes;
+    notes.extend(source.root_type.note());
     notes.extend(firmware.notes);
     notes.extend(bootloader.notes);
     if options.auto_commit && trial_boot.is_none() {
@@ -139,12 +146,13 @@ pub fn plan_with_progress(
         source: source.summary,
         target: identity(target),
         disk,
-        copy: copy_plan(system, options, exclusions, scan, space),
+        copy,
         boot_copy,
         edits,
         trial_boot,
         boot_order,
         bootloader: bootloader.plan,
+        after_move: after_move.after_move,
         warnings,
         notes,
     })
@@ -189,10 +197,11 @@ struct Request<'a> {
     bootloader: Decision,
     demands: LayoutDemands,
     target: &'a Disk,
-    kind: TableKind,
-    table_reason: String,
     firmware: FirmwareFindings,
-    geometry: Option<Geometry>,
+    /// The target's table and filesystems ([`lay_out`], the replica's).
+    laid_out: Option<NewLayout>,
+    /// TRIM, the bridge's driver and the power ([`after_move`]).
+    after_move: after_move::Decided,
 }
 
 /// What a full move's firmware checks had to say beside their refusals.
@@ -202,9 +211,10 @@ struct FirmwareFindings {
     warnings: Vec<String>,
 }
 
-/// The source, the target, the tools, the partition table and (for a full
-/// move) the firmware, every refusal added to `reasons`; `None` when the
-/// plan cannot go on to the scan at all (no target, no possible table).
+/// The source, the target (the replica's one resolution and check of a
+/// disk), the bootloader, (for a full move) the firmware, and the target's
+/// layout, every refusal added to `reasons`; `None` when the plan cannot
+/// go on to the scan at all (no target).
 fn check_request<'a>(
     system: &'a System,
     options: &Options,
@@ -216,15 +226,26 @@ fn check_request<'a>(
         .as_ref()
         .map(|source| demands(source, options.layout, trial, reasons))
         .unwrap_or_default();
-    let target = resolve_target(system, &options.target)
+    let target = resolve_disk(system, &options.target)
         .map_err(|reason| reasons.push(reason))
         .ok()?;
-    check_target_is_free(system, target, reasons);
-    check_tools(options.layout, reasons);
-    let (kind, table_reason) = choose_table(system, target, options)
-        .map_err(|reason| reasons.push(reason))
-        .ok()?;
-    let bootloader = bootloader::decide(system, options, target, trial, reasons);
+    reasons.extend(check_disk(system, target, Writes::WholeDisk));
+    let mut bootloader = bootloader::decide(system, options, target, trial, reasons);
+    let after_move = after_move::decide(
+        system,
+        options,
+        target,
+        source.as_ref().map(|s| s.cmdline),
+        bootloader.plan.as_mut(),
+        reasons,
+    );
+    // A change for the power alone must be possible here too: the image
+    // it is built on, a Compute Module's, an A/B EEPROM's.
+    if let Some(plan) = bootloader.plan.as_mut() {
+        if plan.power.is_some() && plan.base.is_none() {
+            plan.base = bootloader::can_change(&system.pi, reasons);
+        }
+    }
     let trial = match options.layout {
         Layout::Full => bootloader.route.is_some(),
         Layout::RootOnly => trial,
@@ -241,45 +262,50 @@ fn check_request<'a>(
             .hint("leave out --trial never (or --no-trial), or leave out --auto-commit"),
         );
     }
-    let mut firmware = FirmwareFindings::default();
-    if options.layout == Layout::Full {
-        if let Err(reason) = check_full_move_bootable(system, target) {
-            reasons.push(reason);
-        }
-        let config_txt = system
-            .source
-            .config_txt
-            .as_ref()
-            .map(|c| c.bytes.as_slice());
-        reasons.extend(firmware_prerequisites(
-            system,
-            config_txt,
-            target,
-            &mut firmware.notes,
-            &mut firmware.warnings,
-        ));
-    }
-    let geometry = geometry::compute(&geometry::Request {
-        disk_bytes: target.size_bytes,
-        sector_size: target.logical_sector_size,
-        kind,
-        layout: options.layout,
-        boot_bytes: options.boot_size,
-        root_bytes: options.root_size,
-    })
-    .map_err(|reason| reasons.push(reason))
-    .ok();
+    let firmware = check_firmware(system, options, target, reasons);
+    let laid_out = lay_out(system, target, &LayoutRequest::of(options))
+        .map_err(|found| reasons.extend(found))
+        .ok();
     Some(Request {
         source,
         trial,
         bootloader,
         demands,
         target,
-        kind,
-        table_reason,
         firmware,
-        geometry,
+        laid_out,
+        after_move,
     })
+}
+
+/// A full move's firmware checks: can the Pi boot the target at all, and
+/// what it needs there.
+fn check_firmware(
+    system: &System,
+    options: &Options,
+    target: &Disk,
+    reasons: &mut Vec<Reason>,
+) -> FirmwareFindings {
+    let mut firmware = FirmwareFindings::default();
+    if options.layout != Layout::Full {
+        return firmware;
+    }
+    if let Err(reason) = check_full_move_bootable(system, target) {
+        reasons.push(reason);
+    }
+    let config_txt = system
+        .source
+        .config_txt
+        .as_ref()
+        .map(|c| c.bytes.as_slice());
+    reasons.extend(firmware_prerequisites(
+        system,
+        config_txt,
+        target,
+        &mut firmware.notes,
+        &mut firmware.warnings,
+    ));
+    firmware
 }
 
 /// The source root's files and bytes: walked when nothing is refused yet,
@@ -311,37 +337,20 @@ fn scan_source(
     .ok()
 }
 
-/// Whether `used_bytes` fit on the planned root partition; a refusal
-/// with the figures when not.
+/// Whether `used_bytes` fit on the planned root partition (the replica's
+/// one rule); a refusal with the figures when not.
 fn check_space(
     target: &Disk,
-    geometry: &Geometry,
+    disk: &replica::DiskLayout,
     used_bytes: u64,
     reasons: &mut Vec<Reason>,
 ) -> SpaceCheck {
-    let ss = u64::from(target.logical_sector_size);
-    let root_extent = geometry
-        .extents
-        .iter()
-        .find(|e| e.role == PartitionRole::Root);
-    let root_bytes = root_extent.map(|e| e.sectors() * ss).unwrap_or(0);
-    let space = SpaceCheck::new(used_bytes, root_bytes);
-    if !space.fits {
-        reasons.push(
-            Reason::new(
-                "target-too-small",
-                format!(
-                    "the system uses {} and needs {} free on the new root, but a {} root partition on {} holds only {}",
-                    binary(space.used_bytes),
-                    binary(space.required_bytes),
-                    binary(root_bytes),
-                    target.path.display(),
-                    binary(space.usable_bytes)
-                ),
-            )
-            .hint("choose a larger disk, or leave out large directories with --exclude"),
-        );
-    }
+    let root_bytes = disk
+        .part(PartitionRole::Root)
+        .map(|(p, _)| p.size_bytes)
+        .unwrap_or(0);
+    let (space, refusal) = check_fits(&target.path, root_bytes, used_bytes);
+    reasons.extend(refusal);
     space
 }
 
@@ -377,20 +386,14 @@ fn changes(
         .part(PartitionRole::Root)
         .map(|(p, _)| p.number)
         .unwrap_or(1);
+    let device = format!("the new root filesystem (partition {root_partition} of the target)");
+    let root = replica::root_edits(source, &retargeted, &device);
     let request = trial.map(|site| TrialRequest {
         site,
         kernel: TrialKernel::of(system, source.boot_dir),
         auto_commit: options.auto_commit,
     });
-    let edits = plan_edits(
-        system,
-        source,
-        &retargeted,
-        root_partition,
-        options.layout,
-        request,
-    );
-    let (edits, guard) = match edits {
+    let (cmdlines, guard) = match plan_edits(system, source, &retargeted, options.layout, request) {
         Ok((edits, guard)) => (Ok(edits), guard),
         Err(reason) => (Err(reason), None),
     };
@@ -398,38 +401,30 @@ fn changes(
         .map(|site| trial_boot(system, source, site))
         .transpose()
         .map(|trial| trial.map(|trial| TrialBoot { guard, ..trial }));
-    let regenerated = retargeted
-        .rootpart
-        .as_ref()
-        .map(|rootpart| raspi_firmware(rootpart, root_partition, options.layout, trial.is_some()))
-        .transpose();
-    match (edits, trial_boot, regenerated) {
-        (Ok(edits), Ok(trial_boot), Ok(regenerated)) => Ok(Changes {
-            edits,
-            trial_boot,
-            regenerated,
-        }),
-        (edits, trial_boot, regenerated) => Err(Refusal {
-            reasons: [edits.err(), trial_boot.err(), regenerated.err()]
+    match (root, cmdlines, trial_boot) {
+        (Ok(root), Ok(cmdlines), Ok(trial_boot)) => {
+            let regenerated =
+                retargeted
+                    .rootpart
+                    .as_ref()
+                    .zip(root.rootpart)
+                    .map(|(rootpart, edit)| {
+                        raspi_firmware(rootpart, edit, options.layout, trial.is_some())
+                    });
+            Ok(Changes {
+                edits: root.fstab.into_iter().chain(cmdlines).collect(),
+                trial_boot,
+                regenerated,
+            })
+        }
+        (root, cmdlines, trial_boot) => Err(Refusal {
+            reasons: root
+                .err()
+                .unwrap_or_default()
                 .into_iter()
-                .flatten()
+                .chain(cmdlines.err())
+                .chain(trial_boot.err())
                 .collect(),
         }),
-    }
-}
-
-fn check_tools(layout: Layout, reasons: &mut Vec<Reason>) {
-    let mut needed = vec!["mkfs.ext4"];
-    if layout == Layout::Full {
-        needed.push("mkfs.vfat");
-    }
-    for program in needed {
-        if crate::tools::which(program).is_none() {
-            let package = crate::tools::package_for(program);
-            reasons.push(
-                Reason::new("tool-missing", format!("{program} is not installed"))
-                    .hint(format!("install it with: sudo apt install {package}")),
-            );
-        }
     }
 }

@@ -7,10 +7,9 @@
 //! Editing cmdline.txt alone would be undone by the next upgrade, so the
 //! new root's copy of the setting names the new root too.
 
-use super::edits::{file_edit, EditTarget};
 use super::options::Layout;
 use super::replica::RootPart;
-use super::{EditSite, FileEdit, PartitionPath, Reason};
+use super::FileEdit;
 
 /// The settings file the raspi-firmware hooks source.
 pub const RASPI_FIRMWARE_DEFAULTS: &str = "/etc/default/raspi-firmware";
@@ -28,33 +27,15 @@ pub(super) struct Regenerated {
     pub warning: Option<String>,
 }
 
-/// The target root's `/etc/default/raspi-firmware` with the replica's
-/// `ROOTPART=` ([`super::replica::retarget`] decides the value and refuses
-/// what it cannot name).
+/// What the plan says of the target root's `/etc/default/raspi-firmware`,
+/// whose edit ([`super::replica::root_edits`], the replica's, with the
+/// value [`super::replica::retarget`] decided) is `edit`.
 pub(super) fn raspi_firmware(
     rootpart: &RootPart,
-    root_partition: u32,
+    edit: FileEdit,
     layout: Layout,
     trial: bool,
-) -> Result<Regenerated, Reason> {
-    let backup = format!("{RASPI_FIRMWARE_DEFAULTS}.pimigrate-backup");
-    let edit = file_edit(
-        EditTarget {
-            site: EditSite::TargetRoot,
-            file: &PartitionPath::known(RASPI_FIRMWARE_DEFAULTS),
-            output: &PartitionPath::known(RASPI_FIRMWARE_DEFAULTS),
-            backup: Some(PartitionPath::known(&backup)),
-            device: format!("the new root filesystem (partition {root_partition} of the target)"),
-        },
-        &rootpart.bytes,
-        rootpart.operations.clone(),
-    )
-    .map_err(|e| {
-        Reason::new(
-            "source-raspi-firmware",
-            format!("{RASPI_FIRMWARE_DEFAULTS}: {e}"),
-        )
-    })?;
+) -> Regenerated {
     let value = &rootpart.value;
     let was = match &rootpart.current {
         Some(old) => format!("it says {ROOTPART}={old}"),
@@ -73,9 +54,9 @@ pub(super) fn raspi_firmware(
              cmdline.txt from the SD card's {RASPI_FIRMWARE_DEFAULTS} and undoes the move"
         )
     });
-    Ok(Regenerated {
+    Regenerated {
         edit,
         note,
         warning,
-    })
+    }
 }

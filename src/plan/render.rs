@@ -66,14 +66,111 @@ pub fn plan_text(plan: &Plan, detail: Detail, purpose: Purpose) -> String {
             }
         }
     }
+    after_move(&mut out, &plan.after_move, purpose);
     warnings(&mut out, plan);
     out
+}
+
+/// TRIM, the USB bridge's driver and the power: what the new drive gets
+/// beyond the copy, with the rule as an added file.
+fn after_move(out: &mut String, after: &after_move::AfterMove, purpose: Purpose) {
+    let trim = &after.trim;
+    if trim.summary.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\nAfter the move");
+    let _ = writeln!(out, "  {}.", trim.summary);
+    if let Some(rule) = &trim.rule {
+        let made = match purpose {
+            Purpose::DryRun => "would be written",
+            _ => "written",
+        };
+        let _ = writeln!(
+            out,
+            "  The rule, {made} onto the new root (--no-trim leaves it out):"
+        );
+        for line in rule.diff.lines() {
+            let _ = writeln!(out, "    {line}");
+        }
+    }
+    let _ = writeln!(out, "  {}.", trim.timer_note);
+    if let Some(quirk) = &after.usb_quirk {
+        usb_quirk(out, quirk);
+        if quirk.sets() && trim.rule.is_some() {
+            let _ = writeln!(
+                out,
+                "  The TRIM rule above acts under usb-storage too: it sets the mode the driver leaves alone."
+            );
+        }
+    }
+    if let crate::system::power::UsbBootCurrent::Lifted { by } = &after.power.usb_boot_current {
+        let _ = writeln!(
+            out,
+            "  USB power: the bootloader gives the USB ports their full current ({})",
+            match by {
+                crate::system::power::LiftedBy::Eeprom(ma) => format!("PSU_MAX_CURRENT={ma}"),
+                crate::system::power::LiftedBy::Supply(ma) => format!("a {ma} mA supply"),
+            }
+        );
+    }
+    if let Some(ma) = after.power.psu_max_current {
+        let _ = writeln!(
+            out,
+            "  USB power: PSU_MAX_CURRENT={ma} is written into the bootloader's config with the migration's change (Bootloader above)"
+        );
+    }
+}
+
+/// The bridge's driver now, and the quirk: offered, set, or why not.
+fn usb_quirk(out: &mut String, quirk: &after_move::UsbQuirk) {
+    let driver = quirk.driver.as_deref().unwrap_or("no driver");
+    let _ = writeln!(
+        out,
+        "  USB bridge {} runs on {driver}{}.",
+        quirk.bridge,
+        match quirk.evidence.is_empty() {
+            true => String::new(),
+            false => format!(": it {}", quirk.evidence.join("; ")),
+        }
+    );
+    if let Some(why) = &quirk.log_unreadable {
+        let _ = writeln!(
+            out,
+            "  (the kernel log could not be read, so uas resets were not looked for: {why})"
+        );
+    }
+    let argument = quirk.argument.as_deref().unwrap_or("usb-storage.quirks");
+    let line = match (&quirk.refused, quirk.already, quirk.sets(), quirk.offered) {
+        (_, true, _, _) => format!("The command line already keeps uas off it ({argument})."),
+        (Some(why), ..) if quirk.offered || quirk.consent => {
+            format!("The usb-storage quirk cannot be set: {why}.")
+        }
+        (Some(_), ..) => return,
+        (None, _, true, _) => format!(
+            "The new command line gets {argument} (--usb-quirk; see the cmdline.txt changes): {}.",
+            quirk.cost
+        ),
+        (None, _, false, true) => format!(
+            "Offered: {argument} on the new command line moves it to usb-storage (--usb-quirk sets it): {}.",
+            quirk.cost
+        ),
+        (None, _, false, false) => return,
+    };
+    let _ = writeln!(out, "  {line}");
 }
 
 /// A full move's way through the EEPROM bootloader: the trial's route, the
 /// config's changes as diffs (made only with consent), the hand-over.
 fn bootloader_section(out: &mut String, bootloader: &BootloaderPlan, purpose: Purpose) {
     let _ = writeln!(out, "\nBootloader");
+    trial_route(out, bootloader);
+    config_base(out, bootloader);
+    config_changes(out, bootloader, purpose);
+    handover(out, bootloader);
+}
+
+/// How the trial boots, and the one-shot boot order its reboot sets.
+fn trial_route(out: &mut String, bootloader: &BootloaderPlan) {
     let route = match bootloader.trial {
         Some(TrialRoute::Device) => "Trial: the new drive boots once, its own boot partition and all",
         Some(TrialRoute::KernelFromSd) => {
@@ -89,13 +186,18 @@ fn bootloader_section(out: &mut String, bootloader: &BootloaderPlan, purpose: Pu
             super::bootloader::SET_REBOOT_ORDER_TAG
         );
     }
+}
+
+/// Which config the changes are made on, and which bootloader image.
+fn config_base(out: &mut String, bootloader: &BootloaderPlan) {
     if bootloader.current_from == EepromSource::Staged {
         let _ = writeln!(
             out,
             "  The config shown is the update staged for the next boot (pieeprom.upd): the one the EEPROM holds from then on."
         );
     }
-    if let (true, Some(base)) = (bootloader.consent, &bootloader.base) {
+    let changing = bootloader.consent || bootloader.power.is_some();
+    if let (true, Some(base)) = (changing, &bootloader.base) {
         let day = crate::clock::day;
         let line = match base {
             EepromBase::Staged { .. } => "the changes are built on the staged update, its bootloader and config".to_string(),
@@ -111,6 +213,10 @@ fn bootloader_section(out: &mut String, bootloader: &BootloaderPlan, purpose: Pu
             "  Only the settings below change, on the config in the EEPROM when they are made; {line}."
         );
     }
+}
+
+/// Each change of the config, when it is made, and its diff.
+fn config_changes(out: &mut String, bootloader: &BootloaderPlan, purpose: Purpose) {
     let when = match bootloader.takes_effect {
         EepromTakesEffect::NextReboot => {
             "staged on the SD card's boot partition by rpi-eeprom-update; recovery.bin writes it at the next reboot, which then starts as before"
@@ -136,6 +242,27 @@ fn bootloader_section(out: &mut String, bootloader: &BootloaderPlan, purpose: Pu
             let _ = writeln!(out, "    {line}");
         }
     }
+    if let Some(change) = &bootloader.power {
+        let made = match purpose {
+            Purpose::DryRun => {
+                "would be made through rpi-eeprom-config --apply (--psu-max-current)"
+            }
+            _ => "made through rpi-eeprom-config --apply (--psu-max-current)",
+        };
+        let _ = writeln!(
+            out,
+            "  Config change by the migration, for the USB current: {}\n  ({made}; {when})",
+            change.purpose
+        );
+        for line in change.diff.lines() {
+            let _ = writeln!(out, "    {line}");
+        }
+    }
+}
+
+/// How the new drive takes over once the trial is committed, and (with
+/// consent) how each change is checked and undone.
+fn handover(out: &mut String, bootloader: &BootloaderPlan) {
     let handover = match (bootloader.handover, bootloader.at_commit.is_some()) {
         (Handover::BootOrder, true) => "Hand-over: `verify --commit` sets the boot order above; the SD card stays in as the fallback",
         (Handover::BootOrder, false) => "Hand-over: the boot order already starts the new drive first; the SD card stays in as the fallback",
@@ -147,7 +274,7 @@ fn bootloader_section(out: &mut String, bootloader: &BootloaderPlan, purpose: Pu
         }
     };
     let _ = writeln!(out, "  {handover}.");
-    if bootloader.consent {
+    if bootloader.consent || bootloader.power.is_some() {
         let _ = writeln!(
             out,
             "  Each change is read back (the staged pieeprom.upd, or the EEPROM) before the next step; the config as it \

@@ -1,6 +1,8 @@
-//! The source's boot files, understood well enough to edit, or the reasons
-//! they are not.
+//! The source's boot files, understood well enough to edit, and its root's
+//! filesystem type, one the copy can be (`root_filesystem`), or the
+//! reasons they are not.
 
+use super::root_filesystem::{check_root_type, RootType};
 use super::*;
 use crate::bootcfg::noroot::{recognise, BootListing};
 use crate::bootcfg::{Cmdline, Fstab, FstabEntry, FstabError};
@@ -17,6 +19,8 @@ pub(crate) struct CheckedSource<'a> {
     pub(crate) cmdline_path: &'a Path,
     pub(crate) boot_dir: &'a Path,
     pub(crate) summary: SourceSummary,
+    /// What the copy's files change so they name its ext4 root.
+    pub(crate) root_type: RootType,
 }
 
 pub(crate) fn check_source<'a>(
@@ -41,6 +45,10 @@ pub(crate) fn check_source<'a>(
         Err(_) => return None,
     };
     let root_spec = root_spec(root_entry.as_ref(), cmdline, reasons)?;
+    // Refused beside whatever else is found: every reason at once.
+    let root_type = check_root_type(system, root_entry.as_ref(), cmdline)
+        .map_err(|reason| reasons.push(reason))
+        .unwrap_or_default();
     let boot_dir = source.boot_dir.as_deref()?;
     let device_name = |devno| crate::system::disks::device_name(&system.disks, devno);
     Some(CheckedSource {
@@ -59,6 +67,7 @@ pub(crate) fn check_source<'a>(
             boot_spec: fstab.boot().and_then(|e| e.device_spec().ok()),
             fstab_names_root: root_entry.is_some(),
         },
+        root_type,
     })
 }
 

@@ -64,7 +64,8 @@ fn signatures_from_exit(code: Option<i32>) -> Result<Signatures> {
     match code {
         Some(0) => Ok(Signatures::Found),
         Some(2) => Ok(Signatures::None),
-        other => anyhow::bail!("exit status {other:?}"),
+        Some(code) => anyhow::bail!("exit status {code}"),
+        None => anyhow::bail!("killed by a signal"),
     }
 }
 

@@ -1,28 +1,16 @@
 //! Whether the Pi would start the standby instead of the running system:
 //! a full standby (its own boot partition) on a device the bootloader
 //! tries first boots at the next restart, however good the copy. The boot
-//! order is read as `migrate --boot-order` reads it (BOOT_ORDER of the
-//! bootloader's config, the way this board's bootloader reads it); a Pi
-//! without the EEPROM bootloader starts the SD card whenever it holds a
-//! bootable system. Read-only.
+//! order is the one `system::pi` read for `migrate --boot-order` too
+//! (BOOT_ORDER of the bootloader's config, the way this board's bootloader
+//! reads it), and a disk's boot mode the one mapping of
+//! [`crate::system::pi::boot_mode`]; a Pi without the EEPROM bootloader
+//! starts the SD card whenever it holds a bootable system. Read-only.
 
-use crate::bootcfg::eeprom::{
-    mode_name, EepromConfig, BOOT_MODE_NVME, BOOT_MODE_SD, BOOT_MODE_USB,
-};
+use crate::bootcfg::eeprom::{mode_name, BOOT_MODE_SD};
 use crate::plan::{Layout, TargetIdentity};
-use crate::system::disks::Transport;
+use crate::system::pi::boot_mode;
 use crate::system::System;
-
-/// The boot mode a device of `transport` is started in, as BOOT_ORDER
-/// spells it.
-fn mode_of(transport: Transport) -> Option<u8> {
-    match transport {
-        Transport::Mmc => Some(BOOT_MODE_SD),
-        Transport::Usb => Some(BOOT_MODE_USB),
-        Transport::Nvme => Some(BOOT_MODE_NVME),
-        _ => None,
-    }
-}
 
 /// A warning with the fix, when the bootloader would start the standby on
 /// `disk` (laid out as `layout`) before the disk the running system boots
@@ -35,7 +23,7 @@ pub fn standby_boots_first(
     if layout != Layout::Full {
         return None;
     }
-    let standby = mode_of(disk.transport)?;
+    let standby = boot_mode(disk.transport)?;
     let running_disk = system
         .source
         .boot_devno
@@ -43,7 +31,7 @@ pub fn standby_boots_first(
     if running_disk.devno == disk.devno {
         return None;
     }
-    let running = mode_of(running_disk.transport)?;
+    let running = boot_mode(running_disk.transport)?;
     if running == standby {
         return None;
     }
@@ -53,15 +41,14 @@ pub fn standby_boots_first(
             format!(
                 "this Pi's firmware starts the SD card whenever it holds a bootable system: with the standby \
                  {} in, the Pi boots the standby, not {}. Keep a full standby out of the SD slot (sync it in a \
-                 USB card reader), or keep a root-only one (sync --to {} --fresh --layout root-only)",
+                 USB card reader), or keep a root-only one (sync --target {} --erase --layout root-only)",
                 disk.path.display(),
                 running_disk.path.display(),
                 disk.path.display()
             )
         });
     }
-    let config = EepromConfig::parse(pi.eeprom_config.as_deref()?.as_bytes()).ok()?;
-    let order = config.boot_order(pi.config_filter, false).ok()?;
+    let order = pi.boot_order?;
     if order.first_of(&[standby, running]) != Some(standby) {
         return None;
     }
@@ -90,7 +77,8 @@ mod tests {
         let sda = system.disks.iter().find(|d| d.name == "sda").unwrap();
         system.source.boot_devno = sda.partitions[0].devno;
         system.pi.eeprom_bootloader = config.is_some();
-        system.pi.eeprom_config = config.map(str::to_string);
+        system.pi.boot_order = config
+            .and_then(|c| crate::system::pi::parse_eeprom_boot_order(c, system.pi.config_filter));
         let card = system.disks.iter().find(|d| d.name == "mmcblk0").unwrap();
         let card = crate::plan::identity(card);
         (system, card)

@@ -10,13 +10,13 @@
 //! | `kernel` | the kernel its boot partition starts exists, the standby has the modules of that kernel's version, and the initramfs it names exists |
 //! | `first-boot` | its command line has no first-boot or resize hook, and its root no pending `resize2fs_once` |
 
-use super::kernel;
 use super::standby::Standby;
 use crate::bootcfg::firstboot::first_boot_hooks;
 use crate::bootcfg::{Cmdline, DeviceSpec, Fstab};
+use crate::check::Check;
+use crate::system::kernel;
 use crate::system::source::{id_uses, resolve, IdUse};
 use crate::system::System;
-use crate::verify::Check;
 use std::path::Path;
 
 /// What the checks look at.

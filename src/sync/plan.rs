@@ -1,29 +1,24 @@
-//! What a sync will do, decided before anything is written: the standby,
-//! a first sync's layout (a migration's table and filesystems), what the
-//! copy leaves out and how it compares, the standby's own fstab and
-//! command line, and every refusal with what to do. `sync --dry-run` shows
-//! it; `sync` shows the same value, asks, and hands it to [`super::apply`].
+//! What a sync will do, decided before anything is written: the standby
+//! ([`super::standby::find`]), its disk checked and for a first sync laid
+//! out by the replica's planner (`plan::replica`, as `migrate` checks and
+//! lays out its target, with the same refusals), what the copy leaves out
+//! and how it compares ([`super::compare`]), and the standby's own files
+//! ([`super::own_files`]). `sync --dry-run` shows it; `sync` shows the
+//! same value, asks, and hands it to `apply::sync`.
 
 use super::boot_order;
-use super::divergence::{self, Divergence};
-use super::record::ClockMark;
-use super::record::StandbyRecord;
+use super::compare::comparison;
+use super::divergence::{self, Divergence, Look};
+use super::own_files::{own_files, OwnFiles};
 use super::standby::{self, Found, Standby, StandbyPart};
-use super::superblock;
-use crate::apply::journal::Journal;
-use crate::bootcfg::DeviceSpec;
-use crate::clock::now;
-use crate::plan::boot_layout::demands;
-use crate::plan::edits::{boot_relative, file_edit, EditTarget};
-use crate::plan::regenerated::RASPI_FIRMWARE_DEFAULTS;
-use crate::plan::replica::{retarget, DiskLayout};
-use crate::plan::source_check::check_source;
-use crate::plan::{
-    EditSite, FileEdit, Layout, Options, PartitionPath, PartitionRole, Plan, Reason, Refusal,
-    TableChoice, TrialChoice,
+use crate::plan::replica::{
+    boot_files, check_disk, check_fits, lay_out, own_ids, DiskLayout, LayoutRequest, Writes,
 };
+use crate::plan::source_check::{check_source, CheckedSource};
+use crate::plan::{FileEdit, Layout, PartitionPath, PartitionRole, Reason, Refusal, TableChoice};
+use crate::state::journal::Journal;
+use crate::state::standby::{ClockMark, StandbyRecord};
 use crate::system::disks::Disk;
-use crate::system::source::id_uses;
 use crate::system::usage::Exclusion;
 use crate::system::System;
 use serde::Serialize;
@@ -32,10 +27,10 @@ use std::path::{Path, PathBuf};
 /// What the person asked for.
 #[derive(Debug, Clone, Default)]
 pub struct SyncRequest {
-    /// `--to`: the standby disk, instead of the recorded one.
-    pub to: Option<PathBuf>,
-    /// `--fresh`: lay `--to` out anew even if it is a standby already.
-    pub fresh: bool,
+    /// `--target`: the standby disk, instead of the recorded one.
+    pub target: Option<PathBuf>,
+    /// `--erase`: lay `--target` out anew even if it is a standby already.
+    pub erase: bool,
     /// A first sync's layout; by default what the running system has.
     pub layout: Option<Layout>,
     pub table: Option<TableChoice>,
@@ -104,79 +99,222 @@ pub const BOOT_LEFT_OUT: &[&str] = &[
     "*.pimigrate-backup*",
 ];
 
-/// The plan, or every reason there cannot be one.
+/// What a sync is planned from, besides the machine and the request.
+pub struct SyncFacts<'a> {
+    /// The migration's journal, when there is one.
+    pub journal: Option<&'a Journal>,
+    /// The state directory's standby record, when there is one.
+    pub record: Option<&'a StandbyRecord>,
+    /// How a standby mounted elsewhere since its last sync is looked at.
+    pub look: Look<'a>,
+}
+
+/// The plan, or every reason there cannot be one: the standby found, its
+/// disk checked (and a first sync's laid out) by the replica's rules, the
+/// standby's own files made, then what only a sync has: how the copy
+/// compares, whether the standby changed behind the sync's back, the
+/// bootloader's order, how to boot it.
 pub fn plan_sync(
     system: &System,
-    journal: Option<&Journal>,
-    record: Option<&StandbyRecord>,
+    facts: &SyncFacts,
     request: &SyncRequest,
 ) -> Result<SyncPlan, Refusal> {
     let refuse = |reason: Reason| Refusal {
         reasons: vec![reason],
     };
-    if let Some(reason) = pending_migration(system, journal) {
+    if let Some(reason) = pending_migration(system, facts.journal) {
         return Err(refuse(reason));
     }
     let found = standby::find(
         system,
-        journal,
-        record,
-        request.to.as_deref(),
-        request.fresh,
+        facts.journal,
+        facts.record,
+        request.target.as_deref(),
+        request.erase,
     )
     .map_err(refuse)?;
-    let boot_dir =
-        system.source.boot_dir.clone().ok_or_else(|| {
-            refuse(Reason::new(
+    let boot_dir = boot_dir(system).map_err(refuse)?;
+    let mut reasons = Vec::new();
+    let source = check_source(system, &mut reasons);
+    let target = match found {
+        Found::Blank(disk) => first_sync(system, disk, request, source.as_ref(), &mut reasons),
+        Found::Existing(standby, warning) => {
+            existing(system, *standby, warning, source.as_ref(), &mut reasons)
+        }
+    };
+    let own = match (&target, &source) {
+        (Some(target), Some(source)) => own_files(system, source, &target.standby)
+            .map_err(|found| reasons.extend(found))
+            .ok(),
+        _ => None,
+    };
+    let (Some(target), Some(own), true) = (target, own, reasons.is_empty()) else {
+        return Err(Refusal { reasons });
+    };
+    Ok(finish(system, facts, request, target, own, boot_dir))
+}
+
+/// The standby and, for a first sync, the layout written before the copy.
+struct Target {
+    standby: Standby,
+    layout: Option<DiskLayout>,
+    warning: Option<String>,
+}
+
+/// A first sync's standby: `disk` checked as the replica's whole disk and
+/// laid out as `migrate` lays out its target. Full unless asked otherwise
+/// or the running system itself starts from another disk's boot
+/// partition.
+fn first_sync(
+    system: &System,
+    disk: &Disk,
+    request: &SyncRequest,
+    source: Option<&CheckedSource>,
+    reasons: &mut Vec<Reason>,
+) -> Option<Target> {
+    reasons.extend(check_disk(system, disk, Writes::WholeDisk));
+    let layout = request.layout.unwrap_or_else(|| default_layout(system));
+    let table = request.table.unwrap_or(TableChoice::Auto);
+    let laid_out = lay_out(
+        system,
+        disk,
+        &LayoutRequest::new(layout, table, request.seed),
+    )
+    .map_err(|found| reasons.extend(found))
+    .ok()?;
+    let standby = planned_standby(disk, &laid_out.disk, layout);
+    check_room(system, &standby, source, reasons);
+    Some(Target {
+        standby,
+        layout: Some(laid_out.disk),
+        warning: None,
+    })
+}
+
+/// An existing standby, checked by the replica's rules for the partitions
+/// a sync writes (its root, and its own boot partition), then as a
+/// standby: ext4, ids of its own.
+fn existing(
+    system: &System,
+    standby: Standby,
+    warning: Option<String>,
+    source: Option<&CheckedSource>,
+    reasons: &mut Vec<Reason>,
+) -> Option<Target> {
+    let Some(disk) = system.disks.iter().find(|d| d.devno == standby.disk.devno) else {
+        reasons.push(Reason::new(
+            "standby-missing",
+            format!(
+                "the standby {} is not attached",
+                standby.disk.path.display()
+            ),
+        ));
+        return None;
+    };
+    let numbers: Vec<u32> = std::iter::once(standby.root.number)
+        .chain(standby.boot.as_ref().map(|b| b.number))
+        .collect();
+    let refused = check_disk(system, disk, Writes::Partitions(&numbers));
+    // A standby that is what this system runs from is no standby at all.
+    if refused.iter().any(|r| r.code.starts_with("target-holds")) {
+        reasons.extend(refused);
+        return None;
+    }
+    reasons.extend(refused);
+    if !matches!(
+        standby.root.fstype.as_deref(),
+        Some("ext4" | "ext3" | "ext2")
+    ) {
+        reasons.push(
+            Reason::new(
+                "standby-filesystem",
+                format!(
+                    "{} holds {}, not the ext4 root filesystem a standby has",
+                    standby.root_name(),
+                    standby
+                        .root
+                        .fstype
+                        .as_deref()
+                        .unwrap_or("no filesystem pimigrate knows")
+                ),
+            )
+            .hint("lay the disk out anew: sudo pimigrate sync --target DISK --erase"),
+        );
+    }
+    reasons.extend(own_ids::check_own(system, &standby.disk, &standby.specs()));
+    check_room(system, &standby, source, reasons);
+    Some(Target {
+        standby,
+        layout: None,
+        warning,
+    })
+}
+
+/// Whether the system fits the standby's root and its boot files its boot
+/// partition: the replica's rules, as `migrate` checks its target. The
+/// system's use is the filesystem's own count (a sync does not walk the
+/// root to plan).
+fn check_room(
+    system: &System,
+    standby: &Standby,
+    source: Option<&CheckedSource>,
+    reasons: &mut Vec<Reason>,
+) {
+    if let Some(used) = system.source_used_bytes {
+        reasons.extend(check_fits(&standby.disk.path, standby.root.size_bytes, used).1);
+    }
+    if let (Some(boot), Some(source)) = (&standby.boot, source) {
+        if let Err(reason) = boot_files(system, source, boot.number, boot.size_bytes) {
+            reasons.push(reason);
+        }
+    }
+}
+
+/// The running system's boot directory, which a sync copies from.
+fn boot_dir(system: &System) -> Result<PathBuf, Reason> {
+    system.source.boot_dir.clone().ok_or_else(|| {
+        Reason::new(
             "source-boot",
             "no boot directory found (neither /boot/firmware nor /boot holds the boot files)",
         )
-        .hint("mount the boot partition, or pass --boot-dir"))
-        })?;
-    let mut warnings = Vec::new();
-    let (standby, layout, exclusions) = match found {
-        Found::Blank(disk) => {
-            let plan = layout_plan(system, disk, request)?;
-            let standby = planned_standby(disk, &plan);
-            let exclusions = with_records(system, plan.copy.exclusions);
-            (standby, Some(plan.disk), exclusions)
-        }
-        Found::Existing(standby, warning) => {
-            let standby = *standby;
-            warnings.extend(warning);
-            let reasons = check_existing(system, &standby);
-            if !reasons.is_empty() {
-                return Err(Refusal { reasons });
-            }
-            let options = options(&standby.disk.path, standby.layout, request);
-            let exclusions = crate::plan::exclusions::exclusions(system, &options);
-            (standby, None, with_records(system, exclusions))
-        }
-    };
-    let mut reasons = Vec::new();
-    let edits = standby_edits(system, &standby, &mut reasons);
-    if !reasons.is_empty() {
-        return Err(Refusal { reasons });
-    }
+        .hint("mount the boot partition, or pass --boot-dir")
+    })
+}
+
+/// The plan of a standby whose every check passed.
+fn finish(
+    system: &System,
+    facts: &SyncFacts,
+    request: &SyncRequest,
+    target: Target,
+    own: OwnFiles,
+    boot_dir: PathBuf,
+) -> SyncPlan {
+    let Target {
+        standby,
+        layout,
+        warning,
+    } = target;
     let divergence = match layout {
         Some(_) => Divergence::FirstSync,
-        None => divergence::check(system, &standby, record),
+        None => divergence::check(system, &standby, facts.record, facts.look),
     };
     let clock = ClockMark::now(&system.host.proc("sys/kernel/random/boot_id"));
     let (changed_since, comparison) = comparison(
-        record,
+        facts.record,
         &standby,
         layout.is_some(),
         request.checksum,
         clock.as_ref(),
     );
+    let mut warnings: Vec<String> = warning.into_iter().collect();
     warnings.extend(boot_order::standby_boots_first(
         system,
         &standby.disk,
         standby.layout,
     ));
-    let boot_steps = boot_steps(&standby, journal, edits.boot_command_line.as_deref());
-    Ok(SyncPlan {
+    let boot_steps = boot_steps(&standby, facts.journal, own.boot_command_line.as_deref());
+    SyncPlan {
         boot: (standby.layout == Layout::Full).then(|| BootSync {
             from: boot_dir.clone(),
             left_out: BOOT_LEFT_OUT.iter().map(|s| s.to_string()).collect(),
@@ -185,44 +323,19 @@ pub fn plan_sync(
         layout,
         source_root: system.host.source_root.clone(),
         boot_dir,
-        exclusions,
+        exclusions: with_records(
+            system,
+            crate::plan::exclusions::exclusions(system, &request.excludes),
+        ),
         checksum: request.checksum,
         changed_since,
         comparison,
-        edits: edits.root.into_iter().chain(edits.boot_cmdline).collect(),
-        boot_command_line: edits.boot_command_line,
+        edits: own.edits,
+        boot_command_line: own.boot_command_line,
         boot_steps,
         warnings,
         divergence,
-    })
-}
-
-fn options(target: &Path, layout: Layout, request: &SyncRequest) -> Options {
-    Options {
-        target: target.to_path_buf(),
-        layout,
-        table: request.table.unwrap_or(TableChoice::Auto),
-        boot_size: crate::plan::options::DEFAULT_BOOT_SIZE,
-        root_size: None,
-        excludes: request.excludes.clone(),
-        seed: request.seed,
-        disk_signature: None,
-        trial: TrialChoice::Never,
-        checksum: request.checksum,
-        // A standby never touches the bootloader's config.
-        boot_order: crate::plan::BootOrderChoice::Show,
-        handover: crate::plan::HandoverChoice::RemoveCard,
-        auto_commit: false,
     }
-}
-
-/// A first sync's layout: the plan a migration to `disk` would make (with
-/// every refusal it would have), of which the sync uses the table, the
-/// filesystems and the exclusions. Full unless asked otherwise or the
-/// running system itself starts from another disk's boot partition.
-fn layout_plan(system: &System, disk: &Disk, request: &SyncRequest) -> Result<Plan, Refusal> {
-    let layout = request.layout.unwrap_or_else(|| default_layout(system));
-    crate::plan::plan(system, &options(&disk.path, layout, request))
 }
 
 /// `full` when the running root and boot partition are on one disk (the
@@ -238,31 +351,26 @@ fn default_layout(system: &System) -> Layout {
     }
 }
 
-/// The standby a layout plan will make.
-fn planned_standby(disk: &Disk, plan: &Plan) -> Standby {
-    let ss = u64::from(plan.disk.table.sector_size);
+/// The standby a first sync's layout makes on `disk`.
+fn planned_standby(disk: &Disk, laid_out: &DiskLayout, layout: Layout) -> Standby {
+    let ss = u64::from(laid_out.table.sector_size);
     let part = |role| {
-        let p = plan.disk.table.partitions.iter().find(|p| p.role == role)?;
-        let fs = plan
-            .disk
-            .filesystems
-            .iter()
-            .find(|f| f.partition == p.number);
+        let (p, fs) = laid_out.part(role)?;
         Some(StandbyPart {
             number: p.number,
             path: None,
             devno: None,
             start_bytes: p.start_sector * ss,
             size_bytes: p.size_bytes,
-            fstype: fs.map(|f| f.fstype.clone()),
+            fstype: Some(fs.fstype.clone()),
             partuuid: Some(p.partuuid.clone()),
-            uuid: fs.map(|f| f.uuid.clone()),
-            label: fs.map(|f| f.label.clone()),
+            uuid: Some(fs.uuid.clone()),
+            label: Some(fs.label.clone()),
         })
     };
     Standby {
         disk: crate::plan::identity(disk),
-        layout: plan.layout,
+        layout,
         root: part(PartitionRole::Root).expect("every layout has a root partition"),
         boot: part(PartitionRole::Boot),
         found_by: standby::FoundBy::Named,
@@ -281,8 +389,11 @@ fn with_records(system: &System, mut exclusions: Vec<Exclusion>) -> Vec<Exclusio
             exclusions.push(rule);
         }
     };
-    add(Path::new(super::record::ON_STANDBY));
-    for name in [super::record::STANDBY_FILE, crate::apply::standby::PROBE] {
+    add(Path::new(crate::state::standby::ON_STANDBY));
+    for name in [
+        crate::state::standby::STANDBY_FILE,
+        crate::state::standby::PROBE_FILE,
+    ] {
         let state = system.host.state_dir.join(name);
         if let Ok(relative) = state.strip_prefix(&system.host.source_root) {
             add(&Path::new("/").join(relative));
@@ -291,299 +402,13 @@ fn with_records(system: &System, mut exclusions: Vec<Exclusion>) -> Vec<Exclusio
     exclusions
 }
 
-/// What keeps an existing standby from being synced.
-fn check_existing(system: &System, standby: &Standby) -> Vec<Reason> {
-    let mut reasons = Vec::new();
-    let source = &system.source;
-    let name = standby.root_name();
-    let is = |part: &StandbyPart, devno| part.devno.is_some() && part.devno == devno;
-    if is(&standby.root, source.running_root_devno) || is(&standby.root, source.root_devno) {
-        reasons.push(
-            Reason::new(
-                "standby-is-source",
-                format!("{name} is the root filesystem being copied: a standby must be another partition"),
-            )
-            .hint("this system may run from its standby; name the disk to sync with --to"),
-        );
-        return reasons;
-    }
-    if let Some(boot) = &standby.boot {
-        if is(boot, source.boot_devno) {
-            reasons.push(Reason::new(
-                "standby-holds-boot",
-                format!(
-                    "{} is the boot partition this system starts from, not a standby's own",
-                    boot.name(&standby.disk.path)
-                ),
-            ));
-        }
-    }
-    let disk = system.disks.iter().find(|d| d.devno == standby.disk.devno);
-    let parts = std::iter::once(&standby.root).chain(standby.boot.as_ref());
-    for part in parts {
-        let Some(p) = disk.and_then(|d| d.partitions.iter().find(|p| p.number == part.number))
-        else {
-            continue;
-        };
-        let part_name = part.name(&standby.disk.path);
-        let mut uses: Vec<String> = p
-            .mountpoints
-            .iter()
-            .filter(|m| !crate::apply::mount::is_stale(m))
-            .map(|m| format!("mounted at {}", m.display()))
-            .collect();
-        if p.swap {
-            uses.push("active swap".into());
-        }
-        uses.extend(p.holders.iter().map(|h| format!("held by {h}")));
-        if !uses.is_empty() {
-            reasons.push(
-                Reason::new(
-                    "standby-in-use",
-                    format!("{part_name} is in use: {}", uses.join(", ")),
-                )
-                .hint("unmount it first; pimigrate never writes to a filesystem in use"),
-            );
-        }
-    }
-    if !matches!(
-        standby.root.fstype.as_deref(),
-        Some("ext4" | "ext3" | "ext2")
-    ) {
-        reasons.push(
-            Reason::new(
-                "standby-filesystem",
-                format!(
-                    "{name} holds {}, not the ext4 root filesystem a standby has",
-                    standby
-                        .root
-                        .fstype
-                        .as_deref()
-                        .unwrap_or("no filesystem pimigrate knows")
-                ),
-            )
-            .hint("lay the disk out anew: sudo pimigrate sync --to DISK --fresh (erases it)"),
-        );
-    }
-    reasons.extend(shared_ids(system, standby));
-    if let Some(used) = system.source_used_bytes {
-        let usable = crate::space::ext4_usable_bytes(standby.root.size_bytes);
-        if used > usable {
-            reasons.push(
-                Reason::new(
-                    "standby-too-small",
-                    format!(
-                        "the system uses {}, more than the standby's root partition {name} holds ({}, of which ext4 keeps {} for itself)",
-                        crate::units::binary(used),
-                        crate::units::binary(standby.root.size_bytes),
-                        crate::units::binary(standby.root.size_bytes - usable)
-                    ),
-                )
-                .hint("leave out large directories with --exclude, or sync to a larger disk with --to DISK --fresh"),
-            );
-        }
-    }
-    reasons
-}
-
-/// The standby's ids must be its own: a clone carrying them makes the
-/// kernel or systemd pick either disk.
-fn shared_ids(system: &System, standby: &Standby) -> Vec<Reason> {
-    let disks = standby::other_disks(&system.disks, &standby.disk);
-    // The ids its files name (labels repeat on every card of a distribution).
-    let named = standby
-        .specs()
-        .into_iter()
-        .filter(|spec| !matches!(spec, DeviceSpec::Label(_)));
-    id_uses(named, &disks)
-        .into_iter()
-        .filter(|u| u.devices.len() > 1)
-        .map(|u| {
-            Reason::new("standby-ids-shared", u.describe())
-                .hint("detach the clone, or give the standby fresh ids: sudo pimigrate sync --to DISK --fresh (erases it)")
-        })
-        .collect()
-}
-
-/// The standby's own versions of the running system's boot files.
-#[derive(Default)]
-struct Edits {
-    root: Vec<FileEdit>,
-    boot_cmdline: Option<FileEdit>,
-    boot_command_line: Option<String>,
-}
-
-/// What ROOTPART= on a standby says of itself.
-const STANDBY_ROOTPART: &str = "Set by pimigrate sync: this is a standby copy; raspi-firmware writes this into cmdline.txt as root=";
-
-/// The replica's retargeted files ([`crate::plan::replica::retarget`], the
-/// planner `migrate` uses, with its refusals) placed on the standby: fstab
-/// and raspi-firmware's ROOTPART on its root, and the command line that
-/// starts it (on its own boot partition, or for a root-only standby the
-/// line to put into the shared one).
-fn standby_edits(system: &System, standby: &Standby, reasons: &mut Vec<Reason>) -> Edits {
-    let mut edits = Edits::default();
-    let Some(ids) = standby.ids() else {
-        reasons.push(
-            Reason::new(
-                "standby-unreadable",
-                format!(
-                    "the ids of {} could not be read (its PARTUUID and filesystem UUID)",
-                    standby.root_name()
-                ),
-            )
-            .hint("run as root, so pimigrate can read the disk"),
-        );
-        return edits;
-    };
-    let Some(source) = check_source(system, reasons) else {
-        return edits;
-    };
-    let hooks = demands(&source, standby.layout, false, reasons);
-    let retargeted = match retarget(
-        system,
-        &source,
-        &ids,
-        standby.layout,
-        &hooks.cmdline_ops,
-        STANDBY_ROOTPART,
-    ) {
-        Ok(retargeted) => retargeted,
-        Err(found) => {
-            reasons.extend(found);
-            return edits;
-        }
-    };
-    let device = format!("the standby's root filesystem {}", standby.root_name());
-    let fail = |what: &str, err: &dyn std::fmt::Display| {
-        Reason::new("source-edit", format!("{what}: {err}"))
-    };
-    if !retargeted.fstab.is_empty() {
-        let file = PartitionPath::known("/etc/fstab");
-        match file_edit(
-            on_root(&file, &device),
-            source.fstab_bytes,
-            retargeted.fstab,
-        ) {
-            Ok(edit) => edits.root.push(edit),
-            Err(err) => reasons.push(fail("/etc/fstab", &err)),
-        }
-    }
-    if let Some(rootpart) = retargeted.rootpart {
-        let file = PartitionPath::known(RASPI_FIRMWARE_DEFAULTS);
-        match file_edit(
-            on_root(&file, &device),
-            &rootpart.bytes,
-            rootpart.operations,
-        ) {
-            Ok(edit) => edits.root.push(edit),
-            Err(err) => reasons.push(fail(RASPI_FIRMWARE_DEFAULTS, &err)),
-        }
-    }
-    match standby.layout {
-        Layout::Full => {
-            let name = match boot_relative(&source, source.cmdline_path) {
-                Ok(name) => name,
-                Err(reason) => {
-                    reasons.push(reason);
-                    return edits;
-                }
-            };
-            let boot = standby.boot.as_ref().map(|b| b.name(&standby.disk.path));
-            match file_edit(
-                EditTarget {
-                    site: EditSite::TargetBoot,
-                    file: &name,
-                    output: &name,
-                    backup: None,
-                    device: format!("the standby's boot partition {}", boot.unwrap_or_default()),
-                },
-                source.cmdline_bytes,
-                retargeted.cmdline,
-            ) {
-                Ok(edit) => edits.boot_cmdline = Some(edit),
-                Err(err) => reasons.push(fail("cmdline.txt", &err)),
-            }
-        }
-        Layout::RootOnly => {
-            match crate::plan::edits::apply(source.cmdline_bytes, &retargeted.cmdline) {
-                Ok(bytes) => {
-                    edits.boot_command_line =
-                        Some(String::from_utf8_lossy(&bytes).trim_end().to_string())
-                }
-                Err(err) => reasons.push(fail("cmdline.txt", &err)),
-            }
-        }
-    }
-    edits
-}
-
-/// A file of the standby's root, edited in place.
-fn on_root<'a>(file: &'a PartitionPath, device: &str) -> EditTarget<'a> {
-    EditTarget {
-        site: EditSite::TargetRoot,
-        file,
-        output: file,
-        backup: None,
-        device: device.to_string(),
-    }
-}
-
-/// Whether the copy may trust the source's ctimes (see
-/// [`crate::copy::CopyOptions::changed_since`]): only after a complete sync
-/// of this very standby, which nothing else mounted since.
-fn comparison(
-    record: Option<&StandbyRecord>,
-    standby: &Standby,
-    fresh: bool,
-    checksum: bool,
-    clock: Option<&ClockMark>,
-) -> (Option<u64>, String) {
-    let every = |why: &str| (None, format!("every entry compared: {why}"));
-    if fresh {
-        return (None, "a first sync: everything is copied".into());
-    }
-    if checksum {
-        return every("--checksum reads every file on both sides");
-    }
-    let Some(record) = record.filter(|r| r.is_for(standby.root.partuuid.as_deref())) else {
-        return every("no sync of this standby is recorded yet");
-    };
-    let Some(last) = record.last_complete else {
-        return every("no sync of this standby completed yet");
-    };
-    if last > now() {
-        return every("the clock is behind the last complete sync");
-    }
-    if let (Some(then), Some(now)) = (&record.clock, clock) {
-        if then.set_back_before(now) {
-            return every("the clock was set back since the last sync started");
-        }
-    }
-    let stamp = read_stamp(standby);
-    if stamp.is_none() || stamp != record.stamp {
-        return every(
-            "the standby was mounted since its last complete sync (or it could not be read)",
-        );
-    }
-    (
-        // The kernel's ctime clock is coarse: a margin keeps a change made
-        // just as the last sync started on the side of being looked at.
-        Some(last.saturating_sub(2)),
-        format!(
-            "entries changed since the last complete sync ({}) and those whose size, mtime, owner or mode differ",
-            crate::clock::time_ago(last, now())
-        ),
-    )
-}
-
 /// A migration not finished, or its trial not committed: the running
 /// system's disk is not settled, and the disk a sync would overwrite may be
 /// the very root the trial falls back to and `rollback` returns to.
 fn pending_migration(system: &System, journal: Option<&Journal>) -> Option<Reason> {
     let journal = journal?;
     let target = journal.plan.target.path.display();
-    if !crate::apply::migration::landed(system, journal) {
+    if !journal.landed(system) {
         return Some(
             Reason::new(
                 "migration-pending",
@@ -605,16 +430,6 @@ fn pending_migration(system: &System, journal: Option<&Journal>) -> Option<Reaso
         );
     }
     None
-}
-
-/// The standby root's superblock stamp, through its node or at its offset
-/// in the disk.
-pub fn read_stamp(standby: &Standby) -> Option<superblock::Stamp> {
-    let result = match &standby.root.path {
-        Some(path) => superblock::read(path, 0),
-        None => superblock::read(&standby.disk.path, standby.root.start_bytes),
-    };
-    result.ok().flatten()
 }
 
 /// How the owner boots the standby, in order.
@@ -658,11 +473,34 @@ mod tests {
     //! stick, a read-only card reader): every refusal code sync's own
     //! planning has, and what it plans.
     use super::*;
-    use crate::sync::record::{tests_support::sample, PartIds, SyncState};
+    use crate::state::standby::{tests_support::sample, PartIds, SyncState};
     use crate::system::disks::Disk;
 
     fn pi4() -> System {
         crate::system::inspect_fixture("pi4").1
+    }
+
+    /// These standbys have no record of a complete sync: nothing is looked at.
+    fn no_look(
+        _: &System,
+        _: &Standby,
+        _: crate::clock::Moment,
+    ) -> anyhow::Result<(u64, Vec<String>)> {
+        anyhow::bail!("no look at a fixture's standby")
+    }
+
+    fn plan_sync(
+        system: &System,
+        journal: Option<&Journal>,
+        record: Option<&StandbyRecord>,
+        request: &SyncRequest,
+    ) -> Result<SyncPlan, Refusal> {
+        let facts = SyncFacts {
+            journal,
+            record,
+            look: &no_look,
+        };
+        super::plan_sync(system, &facts, request)
     }
 
     fn codes(result: Result<SyncPlan, Refusal>) -> Vec<String> {
@@ -674,7 +512,7 @@ mod tests {
 
     fn to(path: &str) -> SyncRequest {
         SyncRequest {
-            to: Some(PathBuf::from(path)),
+            target: Some(PathBuf::from(path)),
             seed: Some(1),
             ..SyncRequest::default()
         }
@@ -721,11 +559,11 @@ mod tests {
         let system = pi4();
         assert_eq!(
             codes(plan_sync(&system, None, None, &to("/dev/nvme9n1"))),
-            ["standby-not-found"]
+            ["target-not-found"]
         );
         assert_eq!(
             codes(plan_sync(&system, None, None, &to("/dev/sda1"))),
-            ["standby-is-partition"]
+            ["target-is-partition"]
         );
     }
 
@@ -754,7 +592,7 @@ mod tests {
             )),
             ["standby-not-itself"]
         );
-        // Named with --to, it is taken, with the difference said.
+        // Named with --target, it is taken, with the difference said.
         let mut system = pi4();
         sda_as_standby(&mut system);
         let plan = plan_sync(&system, None, Some(&clone), &to("/dev/sda")).unwrap();
@@ -775,7 +613,7 @@ mod tests {
                 Some(&record_of("6c586e13-02")),
                 &SyncRequest::default()
             )),
-            ["standby-is-source"]
+            ["target-holds-root"]
         );
         // Running from the SSD, with the SD card as a full standby whose
         // boot partition is the one this system starts from.
@@ -798,7 +636,7 @@ mod tests {
             Some(&full),
             &SyncRequest::default()
         ))
-        .contains(&"standby-holds-boot".to_string()));
+        .contains(&"target-holds-boot".to_string()));
     }
 
     #[test]
@@ -810,7 +648,7 @@ mod tests {
             Some(&record_of("00c0ffee-01")),
             &SyncRequest::default(),
         ));
-        assert!(stick.contains(&"standby-in-use".to_string()), "{stick:?}");
+        assert!(stick.contains(&"target-in-use".to_string()), "{stick:?}");
         assert!(
             stick.contains(&"standby-filesystem".to_string()),
             "{stick:?}"
@@ -818,12 +656,41 @@ mod tests {
     }
 
     #[test]
-    fn a_standby_too_small_for_the_system_is_refused_counting_ext4s_own_share() {
+    fn a_standby_too_small_for_the_system_is_refused_counting_ext4s_share_and_room_to_grow() {
         let mut system = pi4();
         sda_as_standby(&mut system);
         let size = sda_mut(&mut system).partitions[0].size_bytes;
+        let refused = |system: &System| {
+            codes(plan_sync(
+                system,
+                None,
+                Some(&record_of("0a1b2c3d-01")),
+                &SyncRequest::default(),
+            ))
+        };
         // Fits the partition, not what ext4 leaves of it.
         system.source_used_bytes = Some(size - size / 100);
+        assert_eq!(refused(&system), ["target-too-small"]);
+        // Fits what ext4 leaves, not with room to grow: the one rule
+        // `migrate` has (crate::space), for a standby as for a new root.
+        let usable = crate::space::ext4_usable_bytes(size);
+        system.source_used_bytes = Some(usable - usable / 20);
+        assert_eq!(refused(&system), ["target-too-small"]);
+        system.source_used_bytes = Some(usable / 2);
+        assert!(plan_sync(
+            &system,
+            None,
+            Some(&record_of("0a1b2c3d-01")),
+            &SyncRequest::default()
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn a_write_protected_standby_is_refused_before_anything_is_written() {
+        let mut system = pi4();
+        sda_as_standby(&mut system);
+        sda_mut(&mut system).read_only = true;
         assert_eq!(
             codes(plan_sync(
                 &system,
@@ -831,7 +698,7 @@ mod tests {
                 Some(&record_of("0a1b2c3d-01")),
                 &SyncRequest::default()
             )),
-            ["standby-too-small"]
+            ["target-read-only"]
         );
     }
 
@@ -856,10 +723,7 @@ mod tests {
             Some(&record_of("0a1b2c3d-01")),
             &SyncRequest::default(),
         ));
-        assert!(
-            shared.contains(&"standby-ids-shared".to_string()),
-            "{shared:?}"
-        );
+        assert!(shared.contains(&"id-collision".to_string()), "{shared:?}");
 
         let mut system = pi4();
         sda_as_standby(&mut system);
@@ -890,7 +754,10 @@ mod tests {
         let system = pi4();
         let plan = crate::plan::plan(
             &system,
-            &options(Path::new("/dev/sda"), Layout::RootOnly, &to("/dev/sda")),
+            &crate::plan::Options {
+                seed: Some(1),
+                ..crate::plan::Options::new("/dev/sda")
+            },
         )
         .unwrap();
         let mut journal = Journal::new(plan, "/".into(), "/boot/firmware".into());
@@ -901,11 +768,11 @@ mod tests {
         );
         // Finished, its trial not committed.
         for step in [
-            crate::apply::journal::Step::Partitioned,
-            crate::apply::journal::Step::Formatted,
-            crate::apply::journal::Step::Copied,
-            crate::apply::journal::Step::TargetEdited,
-            crate::apply::journal::Step::SourceBootEdited,
+            crate::state::journal::Step::Partitioned,
+            crate::state::journal::Step::Formatted,
+            crate::state::journal::Step::Copied,
+            crate::state::journal::Step::TargetEdited,
+            crate::state::journal::Step::SourceBootEdited,
         ] {
             journal.done.push(step);
         }

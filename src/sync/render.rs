@@ -1,13 +1,52 @@
-//! `pimigrate sync` as text: the plan before it runs, and how it ended.
+//! `pimigrate sync`'s plan as text, before it runs (how a run ended is
+//! `apply::render`'s).
 
 use super::plan::SyncPlan;
-use crate::apply::standby::SyncOutcome;
 use crate::plan::Layout;
 use crate::units::binary;
 use std::fmt::Write;
 
+/// The plan: the standby (and a first sync's layout), the copy, the
+/// standby's own files, then what a person must know.
 pub fn plan_text(plan: &SyncPlan, verbose: bool) -> String {
     let mut out = String::new();
+    standby_section(&mut out, plan);
+    let _ = writeln!(
+        out,
+        "Copy: {} onto the standby's root; {}",
+        plan.source_root.display(),
+        plan.comparison
+    );
+    if verbose {
+        for rule in &plan.exclusions {
+            let _ = writeln!(out, "  leaves out {} ({})", rule.path.display(), rule.why);
+        }
+    }
+    if let Some(boot) = &plan.boot {
+        let _ = writeln!(
+            out,
+            "Boot files: {} onto the standby's boot partition, without {}",
+            boot.from.display(),
+            boot.left_out.join(", ")
+        );
+    }
+    own_files_section(&mut out, plan);
+    let _ = writeln!(
+        out,
+        "Then: flush, check that the standby would boot, record the result."
+    );
+    if let Some(line) = plan.divergence.summary() {
+        let _ = writeln!(out, "CHANGED: {line}");
+    }
+    for warning in &plan.warnings {
+        let _ = writeln!(out, "Warning: {warning}");
+    }
+    out
+}
+
+/// Which disk, what kind of standby, and its partitions: a first sync's
+/// new ones (the disk erased), or the existing ones.
+fn standby_section(out: &mut String, plan: &SyncPlan) {
     let standby = &plan.standby;
     let disk = standby.disk.path.display();
     let what = match standby.layout {
@@ -50,25 +89,10 @@ pub fn plan_text(plan: &SyncPlan, verbose: bool) -> String {
             );
         }
     }
-    let _ = writeln!(
-        out,
-        "Copy: {} onto the standby's root; {}",
-        plan.source_root.display(),
-        plan.comparison
-    );
-    if verbose {
-        for rule in &plan.exclusions {
-            let _ = writeln!(out, "  leaves out {} ({})", rule.path.display(), rule.why);
-        }
-    }
-    if let Some(boot) = &plan.boot {
-        let _ = writeln!(
-            out,
-            "Boot files: {} onto the standby's boot partition, without {}",
-            boot.from.display(),
-            boot.left_out.join(", ")
-        );
-    }
+}
+
+/// The standby's own files, as diffs, and a root-only standby's line.
+fn own_files_section(out: &mut String, plan: &SyncPlan) {
     let _ = writeln!(out, "The standby keeps its own ids:");
     for edit in &plan.edits {
         let _ = writeln!(out, "  {} on {}:", edit.output, edit.device);
@@ -82,60 +106,4 @@ pub fn plan_text(plan: &SyncPlan, verbose: bool) -> String {
             "  its command line (to boot it from the shared boot partition): {line}"
         );
     }
-    let _ = writeln!(
-        out,
-        "Then: flush, check that the standby would boot, record the result."
-    );
-    if let Some(line) = plan.divergence.summary() {
-        let _ = writeln!(out, "CHANGED: {line}");
-    }
-    for warning in &plan.warnings {
-        let _ = writeln!(out, "Warning: {warning}");
-    }
-    out
-}
-
-pub fn outcome_text(outcome: &SyncOutcome, quiet: bool) -> String {
-    let mut out = String::new();
-    let copy = &outcome.copy;
-    if !quiet {
-        let _ = writeln!(
-            out,
-            "Copied {} files ({}), {} entries unchanged, {} removed",
-            copy.files,
-            binary(copy.bytes),
-            copy.unchanged,
-            copy.deleted
-        );
-        if let Some(boot) = &outcome.boot {
-            let _ = writeln!(
-                out,
-                "Boot files: {} copied, {} unchanged, {} removed",
-                boot.copied, boot.unchanged, boot.removed
-            );
-        }
-        for check in &outcome.checks {
-            let mark = if check.pass { "✓" } else { "✗" };
-            let _ = writeln!(out, "  {mark} {}", check.message);
-            if let Some(hint) = check.hint.as_ref().filter(|_| !check.pass) {
-                let _ = writeln!(out, "      {hint}");
-            }
-        }
-    }
-    let disk = outcome.record.disk.display();
-    if outcome.bootable() {
-        let _ = writeln!(out, "The standby on {disk} is up to date and would boot.");
-        if !quiet && !outcome.record.boot_steps.is_empty() {
-            let _ = writeln!(out, "To boot it:");
-            for step in &outcome.record.boot_steps {
-                let _ = writeln!(out, "  {step}");
-            }
-        }
-    } else {
-        let _ = writeln!(
-            out,
-            "The standby on {disk} is up to date but would NOT boot: see the failed checks above."
-        );
-    }
-    out
 }

@@ -1,12 +1,12 @@
-//! Which disk is the standby: the one named with `--to`, the one the
+//! Which disk is the standby: the one named with `--target`, the one the
 //! standby record names, or the one the migration journal says the system
 //! came from (the SD card's old root after a root-only move, the whole card
 //! after a full move). Read-only.
 
-use super::record::StandbyRecord;
-use crate::apply::journal::Journal;
 use crate::bootcfg::DeviceSpec;
 use crate::plan::{Layout, Reason, TargetIdentity};
+use crate::state::journal::Journal;
+use crate::state::standby::StandbyRecord;
 use crate::system::disks::{Disk, Partition};
 use crate::system::mounts::DevNo;
 use crate::system::source::{matching, Match};
@@ -52,8 +52,8 @@ impl StandbyPart {
         }
     }
 
-    pub fn ids(&self) -> super::record::PartIds {
-        super::record::PartIds {
+    pub fn ids(&self) -> crate::state::standby::PartIds {
+        crate::state::standby::PartIds {
             number: self.number,
             partuuid: self.partuuid.clone(),
             uuid: self.uuid.clone(),
@@ -70,7 +70,7 @@ pub enum FoundBy {
     Record,
     /// The migration journal: the disk the system was migrated from.
     Journal,
-    /// `--to`, a disk that is laid out anew.
+    /// `--target`, a disk that is laid out anew.
     Named,
 }
 
@@ -127,7 +127,7 @@ impl Standby {
     }
 }
 
-/// What `--to`, the record or the journal point at.
+/// What `--target`, the record or the journal point at.
 #[derive(Debug)]
 pub enum Found<'a> {
     /// A standby with partitions of its own: update it (with what to warn
@@ -146,15 +146,15 @@ pub fn find<'a>(
     fresh: bool,
 ) -> Result<Found<'a>, Reason> {
     if let Some(to) = to {
-        let disk = named_disk(system, to)?;
+        let disk = crate::plan::replica::resolve_disk(system, to)?;
         if fresh {
             return Ok(Found::Blank(disk));
         }
         if let Some((standby, unlike)) = record.and_then(|r| from_record(disk, r)) {
-            // Named with --to: taken as the standby, with what differs said.
+            // Named with --target: taken as the standby, with what differs said.
             let warning = unlike.map(|why| {
                 format!(
-                    "{} is taken as the standby because --to names it, though {why}",
+                    "{} is taken as the standby because --target names it, though {why}",
                     to.display()
                 )
             });
@@ -189,7 +189,7 @@ pub fn find<'a>(
                 ),
             )
             .hint(format!(
-                "plug in the standby itself; or, to make {} the standby, name it: sudo pimigrate sync --to {}",
+                "plug in the standby itself; or, to make {} the standby, name it: sudo pimigrate sync --target {}",
                 disk.path.display(),
                 disk.path.display()
             )),
@@ -201,7 +201,7 @@ pub fn find<'a>(
                     record.root.partuuid.as_deref().unwrap_or("?")
                 ),
             )
-            .hint("plug it in, or name another disk with --to (a disk that is not a standby yet is erased and laid out anew)"),
+            .hint("plug it in, or name another disk with --target (a disk that is not a standby yet is erased and laid out anew)"),
         });
     }
     if let Some(journal) = journal {
@@ -211,7 +211,7 @@ pub fn find<'a>(
         "no-standby",
         "there is no standby yet: no standby record and no migration journal names a disk",
     )
-    .hint("name the disk to keep in sync with --to DISK (`pimigrate devices` lists them)"))
+    .hint("name the disk to keep in sync with --target DISK (`pimigrate devices` lists them)"))
 }
 
 /// The standby `record` names, on the disk that is it (not a copy of it),
@@ -235,39 +235,10 @@ fn existing_or_unfinished<'a>(
 ) -> Found<'a> {
     let unfinished = record
         .and_then(|r| r.laying_out.as_ref())
-        .is_some_and(|l| !l.done.contains(&crate::apply::journal::Step::Formatted));
+        .is_some_and(|l| !l.done.contains(&crate::state::journal::Step::Formatted));
     match unfinished {
         true => Found::Blank(disk),
         false => Found::Existing(Box::new(standby), warning),
-    }
-}
-
-/// The whole disk at `path`, or why it is not one.
-fn named_disk<'a>(system: &'a System, path: &Path) -> Result<&'a Disk, Reason> {
-    let devno = crate::system::disks::devno_of_node(&system.host, path).ok_or_else(|| {
-        Reason::new(
-            "standby-not-found",
-            format!("{} is not a block device", path.display()),
-        )
-        .hint("`pimigrate devices` lists the disks attached to this machine")
-    })?;
-    if let Some(disk) = system.disks.iter().find(|d| d.devno == devno) {
-        return Ok(disk);
-    }
-    match system.disk_holding(devno) {
-        Some(disk) => Err(Reason::new(
-            "standby-is-partition",
-            format!(
-                "{} is a partition of {}, not a whole disk",
-                path.display(),
-                disk.path.display()
-            ),
-        )
-        .hint(format!("give the whole disk: --to {}", disk.path.display()))),
-        None => Err(Reason::new(
-            "standby-not-found",
-            format!("{} is not a disk this machine lists", path.display()),
-        )),
     }
 }
 
@@ -358,49 +329,15 @@ fn one_partition<'a>(
         [one] => Ok(*one),
         [] => Err(Reason::new(
             "standby-missing",
-            format!(
-                "the {what} partition the system was migrated from ({spec}) is not attached"
-            ),
+            format!("the {what} partition the system was migrated from ({spec}) is not attached"),
         )
-        .hint("put the SD card back in, or name another disk with --to")),
-        many => Err(Reason::new(
-            "standby-ids-shared",
-            format!(
-                "{spec} names {} partitions ({}): the old {what} partition's id is not its own any more",
-                many.len(),
-                many.iter()
-                    .map(|(d, p)| Match::Partition(d, p).name())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        )
-        .hint("detach the clone, or give the standby fresh ids: sudo pimigrate sync --to DISK --fresh (erases it)")),
+        .hint("put the SD card back in, or name another disk with --target")),
+        many => {
+            let names: Vec<String> = many
+                .iter()
+                .map(|(d, p)| Match::Partition(d, p).name())
+                .collect();
+            Err(crate::plan::replica::own_ids::collision(spec, &names))
+        }
     }
-}
-
-/// Whether `disk` is another way into the standby's own disk, not another
-/// disk: a loop device over the standby (a partition of a loop disk on a
-/// kernel without partition support) or over the same image file. Its
-/// ids are the standby's own.
-pub fn is_view_of(disk: &Disk, standby: &TargetIdentity, disks: &[Disk]) -> bool {
-    if disk.devno == standby.devno || disk.transport != crate::system::disks::Transport::Virtual {
-        return false;
-    }
-    let Some(backing) = &disk.backing_file else {
-        return false;
-    };
-    let standby_backing = disks
-        .iter()
-        .find(|d| d.devno == standby.devno)
-        .and_then(|d| d.backing_file.as_ref());
-    *backing == standby.path || Some(backing) == standby_backing
-}
-
-/// The attached disks but the views of the standby's own disk.
-pub fn other_disks(disks: &[Disk], standby: &TargetIdentity) -> Vec<Disk> {
-    disks
-        .iter()
-        .filter(|d| !is_view_of(d, standby, disks))
-        .cloned()
-        .collect()
 }

@@ -2,8 +2,9 @@
 //! /dev/mmcblk0: synced 2 h ago, bootable". Read-only: the state
 //! directory's record and the attached disks.
 
-use super::record::{StandbyRecord, SyncState};
+use super::divergence::Look;
 use crate::clock::{now, time_ago};
+use crate::state::standby::{StandbyRecord, SyncState};
 use crate::system::System;
 use serde::Serialize;
 
@@ -28,14 +29,14 @@ pub struct StandbyStatus {
 }
 
 /// The standby's status, when there is a record of one.
-pub fn status(system: &System) -> Option<StandbyStatus> {
+pub fn status(system: &System, look: Look) -> Option<StandbyStatus> {
     let record = StandbyRecord::load(&system.host.path(&system.host.state_dir)).ok()??;
     let mut status = of(system, &record, now());
     if let Some(standby) = super::standby::recorded(system, &record) {
         if !status.running_from_standby {
             status
                 .warnings
-                .extend(super::divergence::check(system, &standby, Some(&record)).summary());
+                .extend(super::divergence::check(system, &standby, Some(&record), look).summary());
             status
                 .warnings
                 .extend(super::boot_order::standby_boots_first(
@@ -113,12 +114,12 @@ fn of(system: &System, record: &StandbyRecord, now: u64) -> StandbyStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sync::record::CheckResult;
+    use crate::state::standby::CheckResult;
 
     #[test]
     fn the_line_says_when_and_whether_it_boots_or_that_it_is_incomplete() {
         let (_, system) = crate::system::inspect_fixture("pi4");
-        let mut record = crate::sync::record::tests_support::sample();
+        let mut record = crate::state::standby::tests_support::sample();
         record.state = SyncState::Complete;
         record.finished = Some(1_000_000 - 2 * 3600);
         record.bootable = Some(true);

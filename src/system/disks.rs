@@ -327,34 +327,29 @@ fn read_disk(
     if size_bytes == 0 {
         return Ok(None);
     }
-    let device_path = std::fs::canonicalize(&sys_entry).unwrap_or_else(|_| sys_entry.clone());
-    let sys_root = std::fs::canonicalize(host.sys("")).unwrap_or_else(|_| host.sys(""));
-    let ancestry = device_path
-        .strip_prefix(&sys_root)
-        .unwrap_or(&device_path)
-        .to_path_buf();
-    let usb = find_usb_bridge(host, &device_path, &sys_root);
-    let controller = find_controller(&device_path, &sys_root);
-    let transport = transport_of(&ancestry, usb.is_some());
+    let Attachment {
+        usb,
+        controller,
+        transport,
+    } = attachment(host, &sys_entry);
     let (vendor, model, serial) = identity(host, &sys_entry, transport, usb.as_ref());
     let logical_sector_size =
         read_number::<u32>(host, sys_entry.join("queue/logical_block_size")).unwrap_or(512);
     let path = dev_path(&sys_entry, name);
-
     let udev = UdevProperties::read(host, devno);
-    let table = read_table(host, &path, logical_sector_size);
-    let filesystem = match &table {
-        Some(_) => None,
-        None => whole_disk_filesystem(host, &path, &udev),
-    };
-    let partitions = read_partitions(
+    let Contents {
+        table,
+        disk_id,
+        filesystem,
+        partitions,
+    } = read_contents(
         host,
         &sys_entry,
         &path,
-        table.as_ref(),
+        &udev,
+        logical_sector_size,
         mounts,
         swap_devnos,
-        logical_sector_size,
     );
 
     let disk = Disk {
@@ -378,14 +373,8 @@ fn read_disk(
         backing_file: host
             .read_attr(&sys_entry.join("loop/backing_file"))
             .map(PathBuf::from),
-        table: table
-            .as_ref()
-            .map(|t| t.kind)
-            .or_else(|| udev_table_kind(&udev)),
-        disk_id: table
-            .as_ref()
-            .map(|t| t.disk_id.clone())
-            .or_else(|| udev.get("ID_PART_TABLE_UUID").map(|id| id.to_lowercase())),
+        table,
+        disk_id,
         filesystem,
         partitions,
         mountpoints: mounts
@@ -398,6 +387,79 @@ fn read_disk(
         role_reasons: Vec::new(),
     };
     Ok(Some(disk))
+}
+
+/// Where a disk hangs in the sysfs tree: behind which USB bridge and
+/// controller, and so its transport.
+struct Attachment {
+    usb: Option<UsbBridge>,
+    controller: Option<Controller>,
+    transport: Transport,
+}
+
+fn attachment(host: &Host, sys_entry: &Path) -> Attachment {
+    let device_path = std::fs::canonicalize(sys_entry).unwrap_or_else(|_| sys_entry.to_path_buf());
+    let sys_root = std::fs::canonicalize(host.sys("")).unwrap_or_else(|_| host.sys(""));
+    let ancestry = device_path
+        .strip_prefix(&sys_root)
+        .unwrap_or(&device_path)
+        .to_path_buf();
+    let usb = find_usb_bridge(host, &device_path, &sys_root);
+    let controller = find_controller(&device_path, &sys_root);
+    let transport = transport_of(&ancestry, usb.is_some());
+    Attachment {
+        usb,
+        controller,
+        transport,
+    }
+}
+
+/// What a disk holds: a partition table and its partitions, or a
+/// filesystem on the whole disk.
+struct Contents {
+    table: Option<TableKind>,
+    disk_id: Option<String>,
+    filesystem: Option<FsInfo>,
+    partitions: Vec<Partition>,
+}
+
+/// What the disk at `path` holds; its table as read from the disk
+/// itself, else as udev names it.
+fn read_contents(
+    host: &Host,
+    sys_entry: &Path,
+    path: &Path,
+    udev: &UdevProperties,
+    logical_sector_size: u32,
+    mounts: &MountTable,
+    swap_devnos: &[DevNo],
+) -> Contents {
+    let table = read_table(host, path, logical_sector_size);
+    let filesystem = match &table {
+        Some(_) => None,
+        None => whole_disk_filesystem(host, path, udev),
+    };
+    let partitions = read_partitions(
+        host,
+        sys_entry,
+        path,
+        table.as_ref(),
+        mounts,
+        swap_devnos,
+        logical_sector_size,
+    );
+    Contents {
+        table: table
+            .as_ref()
+            .map(|t| t.kind)
+            .or_else(|| udev_table_kind(udev)),
+        disk_id: table
+            .as_ref()
+            .map(|t| t.disk_id.clone())
+            .or_else(|| udev.get("ID_PART_TABLE_UUID").map(|id| id.to_lowercase())),
+        filesystem,
+        partitions,
+    }
 }
 
 fn list_dir(dir: &Path) -> Vec<String> {

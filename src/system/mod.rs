@@ -2,14 +2,21 @@
 
 pub mod bootloader;
 pub mod disks;
+pub mod kernel;
+pub mod kernel_events;
 pub mod listing;
 pub mod mounts;
 pub mod pi;
+pub mod power;
 pub mod probe;
 pub mod render;
+pub mod shadowed;
 pub mod source;
+pub mod superblock;
+pub mod trim;
 pub mod udev;
 pub mod usage;
+pub mod usb_modes;
 
 use crate::host::Host;
 use anyhow::Result;

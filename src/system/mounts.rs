@@ -186,6 +186,33 @@ pub fn parse_swaps(text: &str) -> Vec<Swap> {
         .collect()
 }
 
+/// Private directory for pimigrate's mount points (0700, root only).
+pub const RUN_DIR: &str = "/run/pimigrate";
+
+/// A mount point pimigrate made under [`RUN_DIR`] for a run that is gone
+/// (killed, or ended by a stalled disk): the next run unmounts it
+/// (`apply::mount::clean_up_stale_mounts`), so it does not count as the
+/// disk in use.
+pub fn is_stale(point: &Path) -> bool {
+    point.parent() == Some(Path::new(RUN_DIR)) && owner_is_gone(point)
+}
+
+fn owner_is_gone(point: &Path) -> bool {
+    let name = point
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    match name
+        .rsplit_once('-')
+        .and_then(|(_, pid)| pid.parse::<u32>().ok())
+    {
+        Some(pid) => {
+            pid != std::process::id() && !Path::new("/proc").join(pid.to_string()).exists()
+        }
+        None => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -60,6 +60,7 @@ pub use crate::bootcfg::eeprom::{
     BootOrder, BOOT_MODE_NETWORK, BOOT_MODE_NVME, BOOT_MODE_RESTART, BOOT_MODE_SD, BOOT_MODE_USB,
 };
 use crate::bootcfg::EepromConfig;
+use crate::system::disks::Transport;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PiInfo {
@@ -205,7 +206,7 @@ fn started_as_trial(host: &Host) -> bool {
 }
 
 /// Reads a device-tree cell that holds one big-endian u32.
-fn read_dt_u32(host: &Host, rest: &str) -> Option<u32> {
+pub(crate) fn read_dt_u32(host: &Host, rest: &str) -> Option<u32> {
     let bytes = std::fs::read(host.device_tree(rest)).ok()?;
     Some(u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?))
 }
@@ -258,6 +259,18 @@ fn read_eeprom_config() -> Option<String> {
 /// (`PCIE_PROBE=1` where `board` reads it).
 pub fn parse_eeprom_pcie_probe(config: &str, board: Option<&str>) -> bool {
     EepromConfig::parse(config.as_bytes()).is_ok_and(|c| c.flag("PCIE_PROBE", board))
+}
+
+/// The boot mode the bootloader starts a disk of `transport` in, as
+/// BOOT_ORDER and `/chosen/bootloader/boot-mode` spell it: the one
+/// mapping, for a migration's target and a standby alike.
+pub fn boot_mode(transport: Transport) -> Option<u8> {
+    match transport {
+        Transport::Mmc => Some(BOOT_MODE_SD),
+        Transport::Usb => Some(BOOT_MODE_USB),
+        Transport::Nvme => Some(BOOT_MODE_NVME),
+        _ => None,
+    }
 }
 
 /// BOOT_ORDER as the bootloader of `board` reads it in a normal boot: the

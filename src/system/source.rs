@@ -50,6 +50,10 @@ pub struct Source {
     pub root_dir: PathBuf,
     /// The filesystem holding `root_dir`, from the mount table.
     pub root_devno: Option<DevNo>,
+    /// The type of the filesystem mounted at `root_dir` (`ext4`, `btrfs`),
+    /// from the mount table: what the root is, whatever its boot files
+    /// say. `None` when `root_dir` is a directory of a filesystem mounted
+    /// above it (an unpacked tree), which is not the root's own.
     pub root_fstype: Option<String>,
     /// The running system's own `/`: never a target, even when planning
     /// the move of a mounted image.
@@ -138,7 +142,9 @@ impl Source {
         }));
         Source {
             root_devno: root_mount.map(|m| m.devno),
-            root_fstype: root_mount.map(|m| m.fstype.clone()),
+            root_fstype: root_mount
+                .filter(|m| m.mountpoint == root_dir)
+                .map(|m| m.fstype.clone()),
             running_root_devno: mounts.at(Path::new("/")).map(|m| m.devno),
             root_dir,
             // Boot files in a plain directory of the root filesystem have no

@@ -23,15 +23,32 @@ pub enum Ask<'a> {
     Change { question: String, default: bool },
 }
 
+/// `--yes` missing where no one can be asked: a usage error of
+/// `subcommand`, which main turns into clap's own, with that command's
+/// usage and exit status 2 (the CLI's types live above this room).
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct YesRequired {
+    pub subcommand: String,
+    pub message: String,
+}
+
 /// Goes on when `yes` (the flag) or the person says so; otherwise an
-/// error saying that nothing was written. `command` names what writes, for
-/// the refusal without a terminal ("migrate erases /dev/sda").
-pub fn before_writing(ask: Ask, yes: bool, command: &str) -> Result<()> {
+/// error saying that nothing was written. Without a terminal, where no one
+/// can be asked, `--yes` is missing: a usage error of `subcommand`, which
+/// `what` says writes ("migrate erases /dev/sda").
+pub fn before_writing(ask: Ask, yes: bool, subcommand: &str, what: &str) -> Result<()> {
     if yes {
         return Ok(());
     }
     if !std::io::stdin().is_terminal() {
-        bail!("{command}: confirm with --yes (-y) when not running on a terminal");
+        return Err(YesRequired {
+            subcommand: subcommand.to_string(),
+            message: format!(
+                "--yes (-y) is required when not running on a terminal ({what}; nothing was written)"
+            ),
+        }
+        .into());
     }
     let ui = TerminalUi::new()?;
     let agreed = match ask {

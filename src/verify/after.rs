@@ -3,12 +3,12 @@
 
 use super::expected::Expected;
 use super::{compare, BenchComparison, ReportRef, Stopped};
-use crate::apply::journal::Journal;
 use crate::bench::progress::ProgressUi;
 use crate::bench::report::{self, DeviceIdentity, Report, StoredReport};
 use crate::bench::run::{run_target, RunOptions, RunOutcome};
 use crate::bench::suite::{Preset, SuiteParams};
 use crate::bootcfg::DeviceSpec;
+use crate::state::journal::Journal;
 use crate::system::source::resolve;
 use crate::system::System;
 use anyhow::Context;

@@ -2,8 +2,8 @@
 //! built, and does every name in the boot files point at exactly one device?
 
 use super::expected::Expected;
-use super::Check;
 use crate::bootcfg::{Cmdline, CmdlineError, ConfigTxt, DeviceSpec, FilterContext};
+use crate::check::Check;
 use crate::system::disks::device_name;
 use crate::system::source::{id_uses, resolve, IdUse};
 use crate::system::System;
@@ -103,9 +103,7 @@ fn bootloader_config(system: &System, expected: &Expected) -> Option<Check> {
         ));
     }
     let order = |text: &str| {
-        crate::bootcfg::EepromConfig::parse(text.as_bytes())
-            .ok()
-            .and_then(|c| c.boot_order(system.pi.config_filter, false).ok())
+        crate::system::pi::parse_eeprom_boot_order(text, system.pi.config_filter)
             .map(|o| o.describe())
             .unwrap_or_else(|| "unreadable".into())
     };
@@ -339,7 +337,7 @@ fn fstab_entries(system: &System, expected: &Expected) -> Vec<Check> {
 
 /// The ids the migration made must not exist twice (a clone, an old copy
 /// of the same disk): the kernel or systemd would pick either.
-fn ids_unique(system: &System, expected: &Expected) -> Check {
+pub fn ids_unique(system: &System, expected: &Expected) -> Check {
     const CODE: &str = "ids-unique";
     let uses = id_uses(expected.new_ids.iter().cloned(), &system.disks);
     let wrong: Vec<&IdUse> = uses.iter().filter(|u| !u.is_unique()).collect();

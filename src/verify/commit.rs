@@ -5,12 +5,15 @@
 //! changes, so `rollback` can always restore the pre-migration cmdline.txt.
 
 use super::expected::Expected;
-use crate::apply::boot_partition::{BootWriter, StateLock};
+use crate::apply::boot_partition::BootWriter;
 use crate::apply::bootloader;
-use crate::apply::journal::Journal;
 use crate::apply::sd_boot::SdBoot;
+use crate::apply::standing::Writing;
+use crate::apply::state::StateLock;
+use crate::bootcfg::usb_quirks::{add_ignore_uas, effective_quirks, UsbId};
 use crate::bootcfg::Cmdline;
 use crate::plan::{EditSite, EepromTakesEffect, Handover, TrialBoot};
+use crate::state::journal::Journal;
 use crate::system::System;
 use anyhow::{bail, Context, Result};
 use std::path::Path;
@@ -26,6 +29,9 @@ pub fn commit(
         bail!("this migration had no trial boot: nothing to commit");
     };
     let cmdline = &expected.cmdline_file;
+    if expected.commit_interrupted && !boot.exists(&trial.cmdline_file) {
+        return finish_interrupted(boot, journal, expected, trial, state_dir);
+    }
     let backup = boot.backup_name(journal, cmdline);
     let trial_cmdline = boot.resolve(&trial.cmdline_file);
     let new = std::fs::read(&trial_cmdline).with_context(|| {
@@ -55,15 +61,17 @@ pub fn commit(
     // Journal first: a power cut after the backup must leave a journal
     // that restores from it.
     journal.backups.insert(cmdline.clone(), backup.clone());
-    journal.save(state_dir)?;
+    boot.lock().save_journal(journal, state_dir)?;
 
     let mut done = Vec::new();
     boot.backup(cmdline, &backup)?;
-    boot.replace(cmdline, &new)?;
+    // Whole, the one or the other, whatever stops it (`Writing`).
+    boot.replace(cmdline, &new)
+        .context(Writing::SdCardBootFiles)?;
     // The next boot starts the new root whatever happens now; a power cut
     // before the journal says so is finished by `verify --commit` in that
     // boot (see `Expected::commit_interrupted`).
-    crate::failpoint::hit(crate::failpoint::COMMIT_AFTER_SWAP);
+    crate::failpoint::hit(crate::failpoint::COMMIT_AFTER_SWAP).context(Writing::Tidying)?;
     done.push(format!(
         "{} now holds the trial's command line{} (the original is in {})",
         boot.resolve(cmdline).display(),
@@ -73,13 +81,54 @@ pub fn commit(
         },
         boot.resolve(&backup).display()
     ));
+    tidy_up(boot, journal, trial, state_dir, &mut done).context(Writing::Tidying)?;
+    Ok(done)
+}
+
+/// After the swap: the trial's files gone, the commit recorded.
+fn tidy_up(
+    boot: &BootWriter,
+    journal: &mut Journal,
+    trial: &TrialBoot,
+    state_dir: &Path,
+    done: &mut Vec<String>,
+) -> Result<()> {
     done.extend(remove_trial_files(boot, journal, trial)?);
     journal.committed = Some(crate::clock::now());
-    journal.save(state_dir)?;
+    boot.lock().save_journal(journal, state_dir)?;
     done.push(format!(
         "recorded in {}: `pimigrate rollback` still restores the pre-migration cmdline.txt",
         Journal::path(state_dir).display()
     ));
+    Ok(())
+}
+
+/// An earlier commit swapped cmdline.txt and had begun to tidy up (the
+/// trial's command line is gone) when it stopped, before the journal said
+/// so: what is left of it, when cmdline.txt does start the target.
+fn finish_interrupted(
+    boot: &BootWriter,
+    journal: &mut Journal,
+    expected: &Expected,
+    trial: &TrialBoot,
+    state_dir: &Path,
+) -> Result<Vec<String>> {
+    let cmdline = boot.resolve(&expected.cmdline_file);
+    let now = boot.read(&expected.cmdline_file)?;
+    let root = Cmdline::parse(&now).ok().and_then(|c| c.root().ok());
+    if !root.is_some_and(|root| root == expected.root_spec() || root_is_planned(journal, &root)) {
+        bail!(
+            "the trial's command line {} is gone, and {} does not start the target {}: nothing was changed",
+            boot.resolve(&trial.cmdline_file).display(),
+            cmdline.display(),
+            expected.root_spec()
+        );
+    }
+    let mut done = vec![format!(
+        "{} holds the trial's command line already (a commit that stopped part way): finishing it",
+        cmdline.display()
+    )];
+    tidy_up(boot, journal, trial, state_dir, &mut done).context(Writing::Tidying)?;
     Ok(done)
 }
 
@@ -140,35 +189,40 @@ pub fn commit_full(
     let mut done = Vec::new();
     let bootloader = expected.bootloader.as_ref();
     // The hand-over's change (the permanent order, the trial's [tryboot]
-    // order gone), on the config in the EEPROM now, read back.
+    // order gone), on the config in the EEPROM now, read back; made or
+    // not, whatever stops it (`Writing`).
     if let Some(change) = bootloader
         .filter(|b| b.consent)
         .and_then(|b| b.at_commit.as_ref())
     {
-        let (_, line) = bootloader::make(system, journal, change)?;
-        crate::failpoint::hit("commit-after-bootloader");
+        let (_, line) = bootloader::make(system, journal, change).context(Writing::Bootloader)?;
+        // The hand-over is made: what follows tidies up.
+        crate::failpoint::hit("commit-after-bootloader").context(Writing::Tidying)?;
         done.push(line);
     }
-    if let Some(trial) = &expected.trial {
-        let files = match trial.site {
-            EditSite::TargetBoot => remove_trial_files(
-                &BootWriter::new(lock, &system.host, &expected.boot_dir),
-                journal,
-                trial,
-            )?,
-            _ => {
-                let sd_boot = SdBoot::open(system, journal)?;
-                remove_trial_files(
-                    &BootWriter::new(lock, &system.host, sd_boot.dir()),
+    let mut tidy = || -> Result<()> {
+        if let Some(trial) = &expected.trial {
+            let files = match trial.site {
+                EditSite::TargetBoot => remove_trial_files(
+                    &BootWriter::new(lock, &system.host, &expected.boot_dir),
                     journal,
                     trial,
-                )?
-            }
-        };
-        done.extend(files);
-    }
-    journal.committed = Some(crate::clock::now());
-    journal.save(state_dir)?;
+                )?,
+                _ => {
+                    let sd_boot = SdBoot::open(system, journal)?;
+                    remove_trial_files(
+                        &BootWriter::new(lock, &system.host, sd_boot.dir()),
+                        journal,
+                        trial,
+                    )?
+                }
+            };
+            done.extend(files);
+        }
+        journal.committed = Some(crate::clock::now());
+        lock.save_journal(journal, state_dir)
+    };
+    tidy().context(Writing::Tidying)?;
     let staged_cleanup = bootloader.is_some_and(|b| {
         b.consent && b.at_commit.is_some() && b.takes_effect == EepromTakesEffect::NextReboot
     });
@@ -201,46 +255,44 @@ fn root_is_planned(journal: &Journal, root: &crate::bootcfg::DeviceSpec) -> bool
     })
 }
 
-/// Adds `usb-storage.quirks=<id>` to the command line the next boots use:
+/// The command line the next boots read, which `--apply-quirk` changes:
 /// the trial's while a trial is pending (the commit carries it over),
-/// cmdline.txt otherwise, after a backup of the version that booted.
+/// cmdline.txt otherwise.
+pub fn quirk_file(expected: &Expected) -> crate::plan::PartitionPath {
+    match (&expected.trial, expected.committed) {
+        (Some(trial), None) => trial.cmdline_file.clone(),
+        _ => expected.cmdline_file.clone(),
+    }
+}
+
+/// Keeps uas off the bridge `id`: its `u` merged into the one
+/// `usb-storage.quirks=` argument of [`quirk_file`] (`bootcfg::usb_quirks`),
+/// after a backup of the version that booted.
 pub fn apply_quirk(
     boot: &BootWriter,
     journal: &mut Journal,
     expected: &Expected,
     state_dir: &Path,
-    quirk: &str,
+    id: UsbId,
 ) -> Result<Vec<String>> {
-    let file = match (&expected.trial, expected.committed) {
-        (Some(trial), None) => trial.cmdline_file.clone(),
-        _ => expected.cmdline_file.clone(),
-    };
+    let file = quirk_file(expected);
     let path = boot.resolve(&file);
     let bytes = boot.read(&file)?;
     let mut cmdline =
         Cmdline::parse(&bytes).with_context(|| format!("{} cannot be edited", path.display()))?;
-    let quirks: Vec<String> = cmdline
-        .get("usb-storage.quirks")
-        .unwrap_or("")
-        .split(',')
-        .filter(|q| !q.is_empty())
-        .map(str::to_string)
-        .collect();
-    let (id, _) = quirk.rsplit_once(':').unwrap_or((quirk, ""));
-    if quirks.iter().any(|q| q.starts_with(&format!("{id}:"))) {
+    let changed = add_ignore_uas(&mut cmdline, id).with_context(|| {
+        format!(
+            "adding the quirk for {id} to {}; nothing was changed",
+            path.display()
+        )
+    })?;
+    let value = effective_quirks(&cmdline).unwrap_or_default();
+    if !changed {
         return Ok(vec![format!(
-            "{} already has a usb-storage quirk for {id}",
+            "{} already keeps uas off {id} (usb-storage.quirks={value})",
             path.display()
         )]);
     }
-    let value = quirks
-        .into_iter()
-        .chain([quirk.to_string()])
-        .collect::<Vec<_>>()
-        .join(",");
-    cmdline
-        .try_add(&format!("usb-storage.quirks={value}"))
-        .with_context(|| format!("adding the quirk to {}", path.display()))?;
     let is_created = expected
         .trial
         .as_ref()
@@ -253,13 +305,13 @@ pub fn apply_quirk(
         if expected.layout == crate::plan::Layout::RootOnly && !journal.backups.contains_key(&file)
         {
             journal.backups.insert(file.clone(), backup.clone());
-            journal.save(state_dir)?;
+            boot.lock().save_journal(journal, state_dir)?;
         }
         boot.backup(&file, &backup)?;
     }
     boot.replace(&file, &cmdline.to_bytes())?;
     Ok(vec![format!(
-        "added usb-storage.quirks={value} to {}: reboot for it to take effect",
+        "set usb-storage.quirks={value} in {}: reboot for it to take effect",
         path.display()
     )])
 }

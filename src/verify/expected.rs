@@ -1,12 +1,12 @@
 //! What the migration meant to build, read from its journal: the yardstick
 //! every check measures the running system against.
 
-use crate::apply::journal::Journal;
 use crate::bootcfg::DeviceSpec;
 use crate::plan::{
     BootloaderPlan, EditOperation, EditSite, Layout, PartitionPath, PartitionRole, Plan, TrialBoot,
     TrialRoute,
 };
+use crate::state::journal::Journal;
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 

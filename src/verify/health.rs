@@ -1,27 +1,41 @@
 //! Advice that does not fail the verification: a flaky uas bridge, an
-//! under-powered Pi, TRIM that cannot work, swap left on the SD card, old
-//! names of the SD card's root partition (in old_root.rs), and a setting
-//! that regenerates cmdline.txt and disagrees with it (in regenerated.rs).
+//! under-powered Pi, TRIM that does not reach the new drive, swap left on
+//! the SD card, old names of the SD card's root partition (in
+//! old_root.rs), and a setting that regenerates cmdline.txt and disagrees
+//! with it (in regenerated.rs). The decisions behind the first three are
+//! the plan's and the system's own (`plan::after_move::quirk`,
+//! `system::trim`, `system::power`), so the migration and verify say the
+//! same of a drive.
 
 use super::expected::Expected;
-use super::kernel_log::{uas_resets, KernelLog, LogNames};
 use super::Warning;
-use crate::bench::machine::Throttled;
+use crate::bootcfg::Cmdline;
+use crate::plan::after_move::quirk;
+use crate::plan::after_move::AfterMove;
+use crate::plan::Layout;
 use crate::system::disks::Disk;
+use crate::system::kernel_events::{
+    disk_events, power_events, DiskNames, EventKind, KernelLog, PowerEventKind,
+};
+use crate::system::power::{under_voltage_warning, Throttled};
 use crate::system::source::resolve;
+use crate::system::trim::decision::{decide, TrimDecision};
+use crate::system::trim::timer::FstrimTimer;
+use crate::system::trim::{on_root, Inquiry, TrimFacts};
 use crate::system::System;
 
 pub fn warnings(
     system: &System,
     expected: &Expected,
+    after_move: &AfterMove,
     log: &KernelLog,
     throttled: Option<&Throttled>,
 ) -> Vec<Warning> {
     let target = target_disk(system, expected);
     let mut out = Vec::new();
     out.extend(uas(system, target, log));
-    out.extend(throttled.and_then(under_voltage));
-    out.extend(target.and_then(|disk| trim(system, disk)));
+    out.extend(under_voltage(throttled, log));
+    out.extend(target.and_then(|disk| trim(system, expected, after_move, disk)));
     out.extend(swap_on_old_disk(system, expected));
     out.extend(super::old_root::references(system, expected));
     out.extend(super::regenerated::raspi_firmware(system, expected));
@@ -49,15 +63,15 @@ fn old_root_disk<'a>(system: &'a System, expected: &Expected) -> Option<&'a Disk
     })
 }
 
-/// `usb-storage.quirks=VID:PID:u`: the bridge is driven by usb-storage
-/// instead of uas.
-pub fn quirk_for(disk: &Disk) -> Option<String> {
-    disk.usb
-        .as_ref()
-        .filter(|usb| usb.driver.as_deref() == Some("uas"))
-        .map(|usb| format!("{}:u", usb.id()))
+/// This boot's command line, as the kernel got it.
+fn running_cmdline(system: &System) -> Option<Cmdline> {
+    let bytes = std::fs::read(system.host.proc("cmdline")).ok()?;
+    Cmdline::parse(&bytes).ok()
 }
 
+/// Every disk on uas whose bridge aborted or reset since boot, with the
+/// quirk that moves it to usb-storage when that can be set (the plan's
+/// decision, on this boot's command line).
 fn uas(system: &System, target: Option<&Disk>, log: &KernelLog) -> Vec<Warning> {
     if let Some(why) = &log.unreadable {
         return vec![Warning::new(
@@ -66,17 +80,30 @@ fn uas(system: &System, target: Option<&Disk>, log: &KernelLog) -> Vec<Warning> 
         )
         .fix("run verify as root")];
     }
+    let running = running_cmdline(system);
     let mut out = Vec::new();
     for disk in &system.disks {
-        let Some(quirk) = quirk_for(disk) else {
+        let Some(usb) = disk
+            .usb
+            .as_ref()
+            .filter(|u| u.driver.as_deref() == Some("uas"))
+        else {
             continue;
         };
-        let usb = disk.usb.as_ref().expect("quirk_for needs a bridge");
-        let resets = uas_resets(&log.lines, &LogNames::of_disk(&system.host, &disk.name));
+        let events = disk_events(&log.records, &DiskNames::of_disk(&system.host, &disk.name));
+        let resets: Vec<&str> = events
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e.kind,
+                    EventKind::UasAbort | EventKind::UasReset | EventKind::UsbReset
+                )
+            })
+            .map(|e| e.message.as_str())
+            .collect();
         let Some(example) = resets.first() else {
             continue;
         };
-        let is_target = target.is_some_and(|t| t.name == disk.name);
         let warning = Warning::new(
             "uas-resets",
             format!(
@@ -87,100 +114,147 @@ fn uas(system: &System, target: Option<&Disk>, log: &KernelLog) -> Vec<Warning> 
                 resets.len()
             ),
         );
-        out.push(if is_target {
-            warning
-                .fix(format!("sudo pimigrate verify --apply-quirk   (adds usb-storage.quirks={quirk} to cmdline.txt, with a backup)"))
-                .fix("then reboot: the bridge runs on usb-storage, a little slower and reliable")
-        } else {
-            warning.fix(format!("add usb-storage.quirks={quirk} to cmdline.txt and reboot"))
+        let decided = quirk::decide(
+            &system.host,
+            disk,
+            running.as_ref(),
+            log,
+            false,
+            &mut Vec::new(),
+        );
+        let is_target = target.is_some_and(|t| t.name == disk.name);
+        out.push(match decided {
+            Some(q) if q.already => warning.fix(format!(
+                "this boot's command line already has {}: reboot for it to take effect",
+                q.argument.as_deref().unwrap_or("the quirk")
+            )),
+            Some(q) if q.refused.is_some() => warning.fix(format!(
+                "usb-storage cannot take this bridge: {}",
+                q.refused.as_deref().unwrap_or_default()
+            )),
+            Some(q) if is_target => warning
+                .fix(format!(
+                    "sudo pimigrate verify --apply-quirk   (adds {} to the command line the next boot reads, with a backup)",
+                    q.argument.as_deref().unwrap_or("usb-storage.quirks")
+                ))
+                .fix(format!("then reboot: the bridge runs on usb-storage; {}", q.cost)),
+            Some(q) => warning.fix(format!(
+                "add {} to cmdline.txt and reboot",
+                q.argument.as_deref().unwrap_or("usb-storage.quirks")
+            )),
+            None => warning,
         });
     }
     out
 }
 
-fn under_voltage(throttled: &Throttled) -> Option<Warning> {
-    if !(throttled.under_voltage_now || throttled.under_voltage_occurred) {
-        return None;
-    }
-    let when = if throttled.under_voltage_now {
-        "right now"
-    } else {
-        "since boot"
+/// Under-voltage since boot: `vcgencmd get_throttled` where it ran, else
+/// the kernel's own messages.
+fn under_voltage(throttled: Option<&Throttled>, log: &KernelLog) -> Option<Warning> {
+    let message = match throttled.filter(|t| t.value.is_some()) {
+        Some(throttled) => under_voltage_warning(throttled)?,
+        None => {
+            let first = power_events(&log.records)
+                .into_iter()
+                .find(|e| e.kind == PowerEventKind::UnderVoltage)?;
+            format!(
+                "under-voltage since boot (the kernel log: \"{}\"): a USB SSD draws from the same \
+                 supply and can brown the Pi out",
+                first.message
+            )
+        }
     };
     Some(
-        Warning::new(
-            "under-voltage",
-            format!(
-                "under-voltage {when} (vcgencmd get_throttled: {}): a bus-powered SSD can brown out the Pi",
-                throttled.raw
-            ),
-        )
-        .fix("use the official power supply (Pi 4: 5.1 V 3 A; Pi 5: 5 V 5 A)")
-        .fix("or power the SSD separately: a powered USB hub or an enclosure with its own supply")
-        .fix("Pi 5 with a 5 A supply: usb_max_current_enable=1 in config.txt"),
+        Warning::new("under-voltage", message)
+            .fix("use the official power supply (Pi 4: 5.1 V 3 A; Pi 5: 5 V 5 A)")
+            .fix("or power the SSD separately: a powered USB hub or an enclosure with its own supply")
+            .fix("Pi 5 with a 5 A supply: usb_max_current_enable=1 in config.txt"),
     )
 }
 
-/// TRIM keeps an SSD fast; many USB bridges need the SCSI provisioning
-/// mode set to `unmap` before the kernel sends it.
-fn trim(system: &System, disk: &Disk) -> Option<Warning> {
-    let host = &system.host;
-    let discard_max: u64 = host
-        .read_attr(&host.sys(&format!("block/{}/queue/discard_max_bytes", disk.name)))?
-        .parse()
-        .ok()?;
-    if discard_max == 0 {
-        let mode = provisioning_mode(system, disk);
-        let mut warning = Warning::new(
-            "trim-unavailable",
-            format!(
-                "TRIM is not possible on {}: queue/discard_max_bytes is 0{}",
-                disk.path.display(),
-                mode.map(|m| format!(" (SCSI provisioning_mode: {m})"))
-                    .unwrap_or_default()
-            ),
-        );
-        if let Some(usb) = &disk.usb {
-            warning = warning
-                .fix(format!(
-                    "echo 'ACTION==\"add|change\", ATTRS{{idVendor}}==\"{}\", ATTRS{{idProduct}}==\"{}\", SUBSYSTEM==\"scsi_disk\", ATTR{{provisioning_mode}}=\"unmap\"' | sudo tee /etc/udev/rules.d/50-usb-ssd-trim.rules",
-                    usb.vendor_id, usb.product_id
-                ))
-                .fix("sudo udevadm control --reload && sudo udevadm trigger")
-                .fix("sudo fstrim -v /   (still failing: the bridge cannot pass TRIM on)");
-        }
-        return Some(warning.fix("sudo systemctl enable --now fstrim.timer"));
-    }
-    let timer = host.path(
-        system
-            .source
-            .root_dir
-            .join("etc/systemd/system/timers.target.wants/fstrim.timer"),
-    );
-    if timer.symlink_metadata().is_err() {
-        return Some(
-            Warning::new(
-                "fstrim-timer-off",
+/// TRIM that does not reach the new drive, or a timer that does not use
+/// it: `system::trim`'s decision on the disk as it runs (its pages as the
+/// kernel read them; a disk in use is never asked).
+fn trim(
+    system: &System,
+    expected: &Expected,
+    after_move: &AfterMove,
+    disk: &Disk,
+) -> Option<Warning> {
+    let facts = TrimFacts::read(&system.host, disk, Inquiry::Never);
+    let root = system.host.path(&system.source.root_dir);
+    let name = disk.path.display().to_string();
+    match decide(&facts) {
+        TrimDecision::AlreadyOn { .. } => timer_off(&root, &name, expected.layout),
+        TrimDecision::SwitchOn { rule } => {
+            let planned = after_move.trim.rule.as_ref();
+            let present = planned.is_some_and(|r| on_root(&root, &r.path).is_file());
+            let mut warning = Warning::new(
+                "trim-unavailable",
                 format!(
-                    "{} can TRIM, but fstrim.timer is not enabled",
-                    disk.path.display()
+                    "TRIM does not reach {name} (queue/discard_max_bytes is 0, provisioning_mode: {}): {}",
+                    facts
+                        .scsi
+                        .as_ref()
+                        .and_then(|s| s.provisioning_mode.as_deref())
+                        .unwrap_or("unknown"),
+                    match (planned, present) {
+                        (Some(r), true) => format!(
+                            "pimigrate's rule {} is in place but has not acted yet",
+                            r.path.display()
+                        ),
+                        (Some(r), false) => format!(
+                            "pimigrate's rule {} is missing",
+                            r.path.display()
+                        ),
+                        (None, _) => "the bridge passes UNMAP, and a udev rule for it switches TRIM on".into(),
+                    }
                 ),
+            );
+            if !present {
+                warning = warning.fix(format!(
+                    "create {} holding these lines:",
+                    rule.path().display()
+                ));
+                for line in rule.text().lines().filter(|l| !l.starts_with('#')) {
+                    warning = warning.fix(format!("  {line}"));
+                }
+            }
+            Some(
+                warning
+                    .fix("sudo udevadm control --reload && sudo udevadm trigger --action=add --subsystem-match=scsi_disk")
+                    .fix("sudo fstrim -v /"),
             )
-            .fix("sudo systemctl enable --now fstrim.timer"),
-        );
+        }
+        TrimDecision::Cannot { why } => Some(Warning::new(
+            "trim-unavailable",
+            format!("TRIM does not reach {name}: {}", why.explain()),
+        )),
+        TrimDecision::Unknown { .. } => None,
     }
-    None
 }
 
-/// `provisioning_mode` of the disk's SCSI device (`full`, `unmap`, ...).
-fn provisioning_mode(system: &System, disk: &Disk) -> Option<String> {
-    let dir = system
-        .host
-        .sys(&format!("block/{}/device/scsi_disk", disk.name));
-    let entry = std::fs::read_dir(dir).ok()?.flatten().next()?;
-    system
-        .host
-        .read_attr(&entry.path().join("provisioning_mode"))
+/// TRIM reaches the disk; is the timer there to use it?
+fn timer_off(root: &std::path::Path, name: &str, layout: Layout) -> Option<Warning> {
+    let state = match FstrimTimer::of_root(root) {
+        FstrimTimer::Enabled => return None,
+        FstrimTimer::Masked => "masked",
+        FstrimTimer::Disabled { .. } => "not enabled",
+        FstrimTimer::NotInstalled => "not installed",
+    };
+    let warning = Warning::new(
+        "fstrim-timer-off",
+        format!("{name} takes TRIM, but fstrim.timer is {state}"),
+    );
+    Some(match layout {
+        // The SD card's boot partition is mounted too, and the timer
+        // trims every mounted filesystem that takes discards.
+        Layout::RootOnly => warning.fix(
+            "sudo fstrim -v /   (trims the new root alone; fstrim.timer would trim the SD card's boot partition too, \
+             which some cards do not survive: raspberrypi/linux#6349)",
+        ),
+        Layout::Full => warning.fix("sudo systemctl enable --now fstrim.timer"),
+    })
 }
 
 fn swap_on_old_disk(system: &System, expected: &Expected) -> Vec<Warning> {
@@ -223,7 +297,7 @@ mod tests {
 
     /// The decision from what `vcgencmd get_throttled` prints.
     fn from_vcgencmd(output: &str) -> Option<Warning> {
-        under_voltage(&Throttled::parse(output))
+        under_voltage(Some(&Throttled::parse(output)), &KernelLog::default())
     }
 
     #[test]

@@ -4,64 +4,24 @@
 //! benchmark comparison. Deciding is here; [`run`] keeps the order of it all.
 
 pub mod after;
+pub mod after_move;
 pub mod checks;
 pub mod commit;
 pub mod compare;
+pub mod drift;
 pub mod expected;
 pub mod health;
-pub mod kernel_log;
 pub mod old_root;
 pub mod regenerated;
 pub mod render;
 pub mod run;
 pub mod state;
 
+use crate::check::Check;
 use crate::plan::Layout;
 use serde::Serialize;
 
 pub const VERIFY_SCHEMA: &str = "pimigrate.verify/1";
-
-/// One line of the checklist.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Check {
-    /// Stable: `root-mounted`, `kernel-root`, `fstab`, `ids-unique`,
-    /// `boot-partition`, `trial-boot`.
-    pub code: &'static str,
-    pub pass: bool,
-    pub message: String,
-    /// The devices the message is about.
-    pub devices: Vec<String>,
-    pub hint: Option<String>,
-}
-
-impl Check {
-    pub fn pass(code: &'static str, message: String) -> Check {
-        Check {
-            code,
-            pass: true,
-            message,
-            devices: Vec::new(),
-            hint: None,
-        }
-    }
-
-    pub fn fail(code: &'static str, message: String) -> Check {
-        Check {
-            pass: false,
-            ..Check::pass(code, message)
-        }
-    }
-
-    pub fn devices(mut self, devices: Vec<String>) -> Check {
-        self.devices = devices;
-        self
-    }
-
-    pub fn hint(mut self, hint: impl Into<String>) -> Check {
-        self.hint = Some(hint.into());
-        self
-    }
-}
 
 /// Advice that does not fail the verification, with the exact fix.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -165,8 +125,10 @@ pub struct Verification {
     pub target: Option<String>,
     pub trial_boot: Option<TrialState>,
     pub checks: Vec<Check>,
+    /// The driver that holds the new drive, and TRIM on it.
+    pub after_move: Option<after_move::AfterMoveReport>,
     pub warnings: Vec<Warning>,
-    /// What --commit and --apply-quirk changed.
+    /// What --commit, --apply-quirk and --trim did.
     pub actions: Vec<String>,
     /// Why --commit or --apply-quirk was not carried out.
     pub refused: Vec<String>,
@@ -185,6 +147,7 @@ impl Verification {
             target: None,
             trial_boot: None,
             checks: Vec::new(),
+            after_move: None,
             warnings: Vec::new(),
             actions: Vec::new(),
             refused: Vec::new(),

@@ -24,6 +24,20 @@ pub fn text(v: &Verification) -> String {
             let _ = writeln!(out, "      {hint}");
         }
     }
+    if let Some(after) = &v.after_move {
+        for line in [
+            after
+                .driver
+                .as_ref()
+                .map(|d| format!("Driver: {}", d.message)),
+            after.trim.as_ref().map(|t| t.message.clone()),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let _ = writeln!(out, "  · {line}");
+        }
+    }
     for line in &v.actions {
         let _ = writeln!(out, "  → {line}");
     }
@@ -111,7 +125,8 @@ fn table(bench: &BenchComparison) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::verify::{Check, Stopped};
+    use crate::check::Check;
+    use crate::verify::Stopped;
 
     /// A committed trial whose benchmark then stopped: what the user must
     /// still see.

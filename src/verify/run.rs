@@ -3,17 +3,21 @@
 
 use super::after::{self, BenchInputs};
 use super::expected::Expected;
-use super::kernel_log::KernelLog;
 use super::state::{commit_refusal, not_yet, trial_did_not_run, CommitRefusal};
 use super::{checks, commit, health, rollback_advice, Stopped, TrialState, Verdict, Verification};
-use crate::apply::boot_partition::{BootWriter, StateLock};
-use crate::apply::journal::Journal;
-use crate::apply::trial_outcome::TrialOutcome;
-use crate::bench::machine::read_throttled;
+use crate::apply::boot_partition::BootWriter;
+use crate::apply::state::StateLock;
+use crate::apply::trial_outcome::{Outcome, TrialOutcome};
+use crate::bootcfg::usb_quirks::UsbId;
 use crate::host::Host;
+use crate::state::journal::Journal;
 use crate::system::disks::Disk;
+use crate::system::kernel_events::KernelLog;
+use crate::system::power::read_throttled;
 use crate::system::System;
 use anyhow::{bail, Result};
+use std::ops::ControlFlow;
+use std::path::Path;
 
 /// What `verify` is asked to do (its flags).
 #[derive(Debug, Clone, Default)]
@@ -22,6 +26,8 @@ pub struct Request {
     pub commit: bool,
     /// Set the USB bridge's quirk in cmdline.txt.
     pub apply_quirk: bool,
+    /// Trim the new root once (FITRIM), as the commit does.
+    pub trim: bool,
     pub no_bench: bool,
     /// The quick suite, whatever the "before" report ran.
     pub quick: bool,
@@ -35,85 +41,32 @@ pub struct Request {
 /// check passed), applies the quirk and benchmarks, as far as asked; the
 /// verification, and whether Ctrl-C cut the benchmark short.
 pub fn verify(host: &Host, request: &Request) -> Result<(Verification, bool)> {
-    let args = request;
     let state_dir = host.path(&host.state_dir);
-    let Some(mut journal) = Journal::load(&state_dir)? else {
-        return Ok((
-            Verification::nothing(format!(
-                "no migration journal in {} (`pimigrate migrate` writes it, and copies it to the new root)",
-                state_dir.display()
-            )),
-            false,
-        ));
+    let mut found = match read(host, &state_dir)? {
+        ControlFlow::Continue(found) => found,
+        ControlFlow::Break(nothing) => return Ok((nothing, false)),
     };
-    let system = System::inspect(host)?;
-    let expected = Expected::from_journal(&journal)?;
-    if let Some(why) = not_yet(&system, &journal, &expected) {
-        return Ok((Verification::nothing(why), false));
-    }
-    // The latest trial's own record, if it wrote one (see `pimigrate status`).
-    let record = TrialOutcome::load(&state_dir)
-        .ok()
-        .flatten()
-        .filter(|r| r.is_about(&journal));
-    if let Some(v) = trial_did_not_run(&system, &expected, record.as_ref()) {
-        return Ok((v, false));
-    }
-    let target = health::target_disk(&system, &expected);
-    let quirk = requested_quirk(args, target)?;
-
+    let target = health::target_disk(&found.system, &found.expected);
     let log = KernelLog::read(host);
-    let throttled = host.is_live().then(read_throttled).flatten();
-    let mut v = Verification {
-        target: target.map(|d| d.describe()),
-        layout: Some(expected.layout),
-        checks: checks::run(&system, &expected),
-        warnings: health::warnings(&system, &expected, &log, throttled.as_ref()),
-        ..Verification::nothing(String::new())
-    };
-    v.message = None;
+    let quirk = requested_quirk(request, &found, target, &log)?;
+    let mut v = check(host, &found, target, &log);
     let passed = v.passed();
-
-    // The permission to change the boot partition, taken only when asked to.
-    let lock = (args.commit || quirk.is_some())
-        .then(|| StateLock::acquire(&state_dir))
-        .transpose()?;
-    let boot = lock
-        .as_ref()
-        .map(|lock| BootWriter::new(lock, host, &journal.boot_dir));
-    if let Some(boot) = boot.as_ref().filter(|_| args.commit) {
-        match commit_refusal(&system, &expected, passed) {
-            Some(CommitRefusal::Refused(why)) => v.refused.push(why),
-            Some(CommitRefusal::NothingToDo(why)) => v.message = Some(why),
-            None if expected.layout == crate::plan::Layout::Full => {
-                let lock = lock.as_ref().expect("taken for --commit");
-                v.actions.extend(commit::commit_full(
-                    &system,
-                    lock,
-                    &mut journal,
-                    &expected,
-                    &state_dir,
-                )?)
-            }
-            None => v
-                .actions
-                .extend(commit::commit(boot, &mut journal, &expected, &state_dir)?),
+    let committed_before = found.expected.committed.is_some();
+    write_asked(host, &state_dir, request, quirk, passed, &mut found, &mut v)?;
+    // One FITRIM of the new root: when asked, and once, with the commit.
+    let committed_now = !committed_before && found.expected.committed.is_some();
+    if request.trim || committed_now {
+        if let Some(report) = v.after_move.as_mut().and_then(|a| a.trim.as_mut()) {
+            let target = health::target_disk(&found.system, &found.expected);
+            v.actions
+                .push(super::after_move::trim_once(&found.system, target, report));
         }
-    } else if passed && expected.trial_pending() {
-        v.message =
-            Some("run `sudo pimigrate verify --commit` to make the trial boot permanent".into());
     }
-    // The commit changes which file the next boots read.
-    let expected = Expected::from_journal(&journal)?;
-    if let (Some(quirk), Some(boot)) = (quirk, &boot) {
-        v.actions.extend(commit::apply_quirk(
-            boot,
-            &mut journal,
-            &expected,
-            &state_dir,
-            &quirk,
-        )?);
-    }
+    let Found {
+        journal,
+        system,
+        expected,
+    } = &found;
     v.trial_boot = expected.trial.as_ref().map(|_| TrialState {
         active: system.pi.in_trial_boot,
         committed_at: expected.committed.map(crate::clock::rfc3339_utc),
@@ -123,32 +76,192 @@ pub fn verify(host: &Host, request: &Request) -> Result<(Verification, bool)> {
     // printed: the commit above may have replaced cmdline.txt, and the user
     // must learn that even when the benchmark fails or is interrupted.
     let interrupted =
-        !args.no_bench && benchmark_into(&mut v, args, &system, &expected, &journal, passed);
+        !request.no_bench && benchmark_into(&mut v, request, system, expected, journal, passed);
     v.result = if passed && v.refused.is_empty() {
         Verdict::Pass
     } else {
         Verdict::Fail
     };
     if v.result == Verdict::Fail {
-        v.rollback = rollback_advice(&expected);
+        v.rollback = rollback_advice(expected);
     }
     Ok((v, interrupted))
 }
 
-/// The quirk `--apply-quirk` would set for the target's USB bridge;
-/// refused, before anything changes, when there is no such bridge.
-fn requested_quirk(args: &Request, target: Option<&Disk>) -> Result<Option<String>> {
-    Ok(match (args.apply_quirk, target) {
-        (false, _) => None,
-        (true, Some(disk)) => match health::quirk_for(disk) {
-            Some(quirk) => Some(quirk),
-            None => bail!(
-                "--apply-quirk: {} is not behind a USB bridge on the uas driver; nothing was changed",
-                disk.path.display()
-            ),
-        },
-        (true, None) => bail!("--apply-quirk: the target disk is not attached; nothing was changed"),
-    })
+/// A migration to verify: its journal, this system, and what the system
+/// should show.
+struct Found {
+    journal: Journal,
+    system: System,
+    expected: Expected,
+}
+
+/// Reads the journal and the system; breaks with what verify says
+/// instead when there is no migration, it is not yet time to verify, or
+/// the trial boot did not run.
+fn read(host: &Host, state_dir: &Path) -> Result<ControlFlow<Verification, Found>> {
+    let Some(journal) = Journal::load(state_dir)? else {
+        return Ok(ControlFlow::Break(Verification::nothing(format!(
+            "no migration journal in {} (`pimigrate migrate` writes it, and copies it to the new root)",
+            state_dir.display()
+        ))));
+    };
+    let system = System::inspect(host)?;
+    let expected = Expected::from_journal(&journal)?;
+    if let Some(why) = not_yet(&system, &journal, &expected) {
+        return Ok(ControlFlow::Break(Verification::nothing(why)));
+    }
+    // The latest trial's own record, if it wrote one (see `pimigrate status`).
+    let record = TrialOutcome::load(state_dir)
+        .ok()
+        .flatten()
+        .filter(|r| r.is_about(&journal));
+    if let Some(v) = trial_did_not_run(&system, &expected, record.as_ref()) {
+        return Ok(ControlFlow::Break(v));
+    }
+    Ok(ControlFlow::Continue(Found {
+        journal,
+        system,
+        expected,
+    }))
+}
+
+/// The checks, the new drive's driver and TRIM, and the warnings, before
+/// anything changes.
+fn check(host: &Host, found: &Found, target: Option<&Disk>, log: &KernelLog) -> Verification {
+    let (system, expected) = (&found.system, &found.expected);
+    let after_move = &found.journal.plan.after_move;
+    let throttled = host.is_live().then(read_throttled).flatten();
+    let mut v = Verification {
+        target: target.map(|d| d.describe()),
+        layout: Some(expected.layout),
+        checks: checks::run(system, expected),
+        after_move: Some(super::after_move::report(system, after_move, target)),
+        warnings: health::warnings(system, expected, after_move, log, throttled.as_ref()),
+        ..Verification::nothing(String::new())
+    };
+    v.message = None;
+    v
+}
+
+/// Commits (when asked, and only when every check `passed`) and sets the
+/// quirk (when asked), into `v`; afterwards `found.expected` is what the
+/// next boots read.
+fn write_asked(
+    host: &Host,
+    state_dir: &Path,
+    request: &Request,
+    quirk: Option<UsbId>,
+    passed: bool,
+    found: &mut Found,
+    v: &mut Verification,
+) -> Result<()> {
+    let Found {
+        journal,
+        system,
+        expected,
+    } = found;
+    // The permission to change the boot partition, taken only when asked to.
+    let lock = (request.commit || quirk.is_some())
+        .then(|| StateLock::acquire(state_dir))
+        .transpose()?;
+    let boot = lock
+        .as_ref()
+        .map(|lock| BootWriter::new(lock, host, &journal.boot_dir));
+    let committed_before = journal.committed.is_some();
+    if let Some(boot) = boot.as_ref().filter(|_| request.commit) {
+        match commit_refusal(system, expected, passed) {
+            Some(CommitRefusal::Refused(why)) => v.refused.push(why),
+            Some(CommitRefusal::NothingToDo(why)) => v.message = Some(why),
+            None if expected.layout == crate::plan::Layout::Full => {
+                let lock = lock.as_ref().expect("taken for --commit");
+                v.actions.extend(commit::commit_full(
+                    system, lock, journal, expected, state_dir,
+                )?)
+            }
+            None => v
+                .actions
+                .extend(commit::commit(boot, journal, expected, state_dir)?),
+        }
+    } else if passed && expected.trial_pending() {
+        v.message =
+            Some("run `sudo pimigrate verify --commit` to make the trial boot permanent".into());
+    }
+    if !committed_before && journal.committed.is_some() {
+        v.actions.extend(record_commit(system, journal));
+    }
+    // The commit changes which file the next boots read.
+    *expected = Expected::from_journal(journal)?;
+    if let (Some(quirk), Some(boot)) = (quirk, &boot) {
+        v.actions.extend(commit::apply_quirk(
+            boot, journal, expected, state_dir, quirk,
+        )?);
+    }
+    Ok(())
+}
+
+/// Every commit leaves its record where the SD card's system reads it, as
+/// a trial that commits itself does (`apply::trial_outcome`): booted again
+/// later (a bootloader update that put the card first), the card's system
+/// knows it is the old one, and says so (`pimigrate status`, the check
+/// after the move). Never an error: the commit is made, and a record that
+/// could not be written is said among its actions.
+fn record_commit(system: &System, journal: &Journal) -> Vec<String> {
+    let outcome = TrialOutcome::new(
+        Outcome::Committed,
+        journal,
+        "every check passed, and the trial was made permanent",
+    );
+    match crate::apply::trial_outcome::record(system, journal, outcome) {
+        Ok((_, lines)) => lines,
+        Err(err) => vec![format!(
+            "the commit is not on record for the SD card's system: {err:#}"
+        )],
+    }
+}
+
+/// The bridge `--apply-quirk` keeps uas off: the target's, when the
+/// plan's decision lets the quirk be set there; refused, before anything
+/// changes, when it cannot (no USB bridge, no Bulk-Only setting, past the
+/// 127 characters the kernel takes in the file the next boots read).
+fn requested_quirk(
+    args: &Request,
+    found: &Found,
+    target: Option<&Disk>,
+    log: &KernelLog,
+) -> Result<Option<UsbId>> {
+    if !args.apply_quirk {
+        return Ok(None);
+    }
+    let Some(disk) = target else {
+        bail!("--apply-quirk: the target disk is not attached; nothing was changed");
+    };
+    if disk.usb.is_none() {
+        bail!(
+            "--apply-quirk: {} is not behind a USB bridge; nothing was changed",
+            disk.path.display()
+        );
+    }
+    let file = commit::quirk_file(&found.expected);
+    let bytes = std::fs::read(found.system.host.path(found.expected.on_boot(&file)))
+        .ok()
+        .and_then(|b| crate::bootcfg::Cmdline::parse(&b).ok());
+    let mut reasons = Vec::new();
+    let decided = crate::plan::after_move::quirk::decide(
+        &found.system.host,
+        disk,
+        bytes.as_ref(),
+        log,
+        true,
+        &mut reasons,
+    );
+    if let Some(reason) = reasons.first() {
+        bail!(
+            "--apply-quirk: {}; nothing was changed",
+            reason.message.trim_start_matches("--usb-quirk: ")
+        );
+    }
+    Ok(decided.and_then(|q| UsbId::parse(&q.bridge)))
 }
 
 /// The after-benchmark, against the saved "before" report, into `v`;

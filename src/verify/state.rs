@@ -3,10 +3,11 @@
 //! `--commit` may make the trial permanent.
 
 use super::expected::Expected;
-use super::{Check, TrialState, Verdict, Verification};
-use crate::apply::journal::{Journal, Step};
+use super::{TrialState, Verdict, Verification};
 use crate::apply::trial_outcome::TrialOutcome;
+use crate::check::Check;
 use crate::host::Host;
+use crate::state::journal::{Journal, Step};
 use crate::system::disks::device_name;
 use crate::system::source::resolve;
 use crate::system::System;

@@ -120,6 +120,54 @@ pub(super) fn choose_bootloader(
     ))
 }
 
+/// The usb-storage quirk for the new drive's USB bridge, asked only when
+/// the plan would offer it (the bridge runs on uas and is known for
+/// trouble there, or the kernel log shows it resetting) and it can be set;
+/// unattended, only `--usb-quirk` sets it.
+pub(super) fn choose_usb_quirk(
+    wizard: &Wizard,
+    target: &crate::system::disks::Disk,
+) -> Result<bool> {
+    let given = wizard.settings.usb_quirk;
+    let log = crate::system::kernel_events::KernelLog::read(wizard.host);
+    let cmdline = wizard
+        .system
+        .source
+        .cmdline
+        .as_ref()
+        .ok()
+        .and_then(|c| c.parsed.as_ref().ok());
+    let offer =
+        plan::after_move::quirk::decide(wizard.host, target, cmdline, &log, false, &mut Vec::new())
+            .filter(|q| q.offered && q.refused.is_none() && !q.already);
+    let Some(offer) = offer else {
+        return Ok(given.unwrap_or(false));
+    };
+    if wizard.settings.yes {
+        wizard.ui.say(&format!(
+            "USB bridge {}: {}{}.",
+            offer.bridge,
+            match given {
+                Some(true) => "moved to usb-storage",
+                _ => "left on uas",
+            },
+            wizard.not_asked("--usb-quirk", given.is_some())
+        ));
+    }
+    wizard.answer(given, false, || {
+        wizard.ui.confirm(
+            &format!(
+                "The new drive's USB bridge {} runs on the uas driver and {}. Move it to usb-storage                  ({} on the new command line)? {}",
+                offer.bridge,
+                offer.evidence.join("; "),
+                offer.argument.as_deref().unwrap_or("usb-storage.quirks"),
+                offer.cost
+            ),
+            false,
+        )
+    })
+}
+
 /// The plan, shown in full; `None` when the planner refused (every reason
 /// shown).
 pub(super) fn make_plan(wizard: &Wizard, options: &Options) -> Result<Option<Plan>> {
@@ -208,6 +256,11 @@ pub(super) fn migrate(wizard: &Wizard, plan: Plan) -> Result<WizardEnd> {
     // not stop the migration (its output goes to the migration's log).
     crate::signals::carry_on_after_hangup();
     let journal = migration::new_journal(wizard.system, plan)?;
+    // Its errors end with where the Pi stands and what goes on, told from
+    // this journal as the state directory holds it then.
+    let state_dir = wizard.host.path(&wizard.host.state_dir);
+    let about = journal.clone();
+    let stopped = |err| migration::stopped(err, &state_dir, Some(&about), false, Purpose::Wizard);
     let display = ProgressDisplay {
         copy_bar: wizard.ui.live_progress(),
         step_lines: true,
@@ -221,10 +274,10 @@ pub(super) fn migrate(wizard: &Wizard, plan: Plan) -> Result<WizardEnd> {
     ) {
         Ok(journal) => journal,
         Err(err) if wizard.ui.interrupted().load(Ordering::SeqCst) => {
-            wizard.ui.say(&format!("\nStopped: {err:#}"));
+            wizard.ui.say(&format!("\nStopped: {:#}", stopped(err)));
             return Ok(WizardEnd::Interrupted);
         }
-        Err(err) => return Err(err),
+        Err(err) => return Err(stopped(err)),
     };
     let mut text = format!(
         "\nDone: the system is on {}.\nWhat to do next:\n",
@@ -238,14 +291,14 @@ pub(super) fn migrate(wizard: &Wizard, plan: Plan) -> Result<WizardEnd> {
     }
     wizard.ui.say(&text);
     let mut journal = journal;
-    offer_reboot(wizard, &mut journal)?;
+    offer_reboot(wizard, &mut journal).map_err(stopped)?;
     Ok(WizardEnd::Migrated(Box::new(journal)))
 }
 
 /// Reboots now, into the trial where there is one (a Pi 4 whose
 /// bootloader must first write its new config reboots plainly, and the
 /// next steps say what follows), when the person says so or `--reboot`.
-fn offer_reboot(wizard: &Wizard, journal: &mut crate::apply::journal::Journal) -> Result<()> {
+fn offer_reboot(wizard: &Wizard, journal: &mut crate::state::journal::Journal) -> Result<()> {
     let into = migration::reboot_into(journal)?;
     let question = match into {
         migration::RebootInto::Trial => "Reboot now into the trial boot?",

@@ -2,7 +2,7 @@
 //! that is still pending, and the disks found.
 
 use super::{Wizard, WizardEnd};
-use crate::apply::journal::Journal;
+use crate::state::journal::Journal;
 use crate::system::disks::{Disk, Role, Transport};
 use crate::system::pi::BootSupport;
 use anyhow::Result;
@@ -27,11 +27,13 @@ pub(super) fn what_happens(wizard: &Wizard) {
          \x20    reboot\n\
          \n\
          What will not happen:\n\
-         \x20 - nothing is written before you type the disk's name; Esc or Ctrl-C\n\
-         \x20   at any question stops with nothing changed\n\
+         \x20 - nothing is written before you type the disk's name, but what\n\
+         \x20   measuring writes (test files it removes; a blank drive only if you\n\
+         \x20   agree); Esc or Ctrl-C at any question stops with nothing changed\n\
          \x20 - no file on the SD card is deleted; only its boot files may change\n\
-         \x20   (with a backup; `pimigrate rollback` restores them)\n\
-         \x20 - no disk but the one you choose is written to\n",
+         \x20   (with a backup; `pimigrate rollback` restores them), and the\n\
+         \x20   bootloader's config if you agree\n\
+         \x20 - no disk but the one you choose is erased\n",
     );
     if !wizard.host.is_live() {
         text.push_str(&format!(
@@ -50,7 +52,7 @@ pub(super) fn earlier_migration(wizard: &Wizard) -> Result<Option<WizardEnd>> {
         return Ok(None);
     };
     let target = journal.plan.target.path.display();
-    let message = if crate::apply::migration::landed(wizard.system, &journal) {
+    let message = if journal.landed(wizard.system) {
         format!(
             "This system was already migrated to {target}. Reboot into it and run \
              `sudo pimigrate verify`; `sudo pimigrate rollback` undoes it, before migrating again."

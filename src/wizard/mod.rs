@@ -20,9 +20,9 @@ mod target;
 #[cfg(test)]
 mod tests;
 
-use crate::apply::journal::Journal;
 use crate::host::Host;
 use crate::plan::{BootOrderChoice, HandoverChoice, Layout, Options, TableChoice, TrialChoice};
+use crate::state::journal::Journal;
 use crate::system::System;
 use crate::ui::{is_aborted, Aborted, Ui};
 use anyhow::Result;
@@ -48,6 +48,14 @@ pub struct Settings {
     pub reboot: Option<bool>,
     /// The trial checks itself and commits, or goes back to the SD card.
     pub auto_commit: bool,
+    /// TRIM left off (`--no-trim`); by default it is switched on where
+    /// the new drive's bridge passes it.
+    pub no_trim: bool,
+    /// The usb-storage quirk for the new drive's bridge; `None` asks when
+    /// the plan offers it (unattended: no).
+    pub usb_quirk: Option<bool>,
+    /// `PSU_MAX_CURRENT` to write (a Pi 5 booting from USB).
+    pub psu_max_current: Option<u32>,
     /// Ask nothing: every open question takes its default, and the target
     /// is erased without typing its name (an explicit target is required).
     pub yes: bool,
@@ -132,6 +140,9 @@ impl Wizard<'_> {
         options.handover = handover;
         options.auto_commit = self.settings.auto_commit;
         options.seed = self.settings.seed;
+        options.trim = !self.settings.no_trim;
+        options.usb_quirk = apply::choose_usb_quirk(self, target)?;
+        options.psu_max_current = self.settings.psu_max_current;
         let Some(plan) = apply::make_plan(self, &options)? else {
             return Ok(WizardEnd::Refused);
         };

@@ -541,3 +541,81 @@ fn a_drive_with_a_partition_table_is_not_asked_about() {
         ui.asked()
     );
 }
+
+/// A Pi 4 whose SSD's bridge reset on uas since boot (the kernel log).
+fn pi4_resetting() -> (tempfile::TempDir, Host, System) {
+    let dir = tempfile::tempdir().unwrap();
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pi4");
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", from.display()))
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let kmsg = dir.path().join("dev/kmsg");
+    let mut log = std::fs::read_to_string(&kmsg).unwrap();
+    log.push_str("6,1202,81234600,-;scsi host0: uas_eh_device_reset_handler start\n");
+    std::fs::write(&kmsg, log).unwrap();
+    let host = Host::with_root(dir.path());
+    let system = System::inspect(&host).unwrap();
+    (dir, host, system)
+}
+
+#[test]
+fn the_usb_quirk_is_asked_when_the_plan_would_offer_it() {
+    let (_dir, host, system) = pi4_resetting();
+    let (outcome, ui) = run(
+        &host,
+        &system,
+        &no_bench(),
+        vec![
+            Answer::Default,            // the target
+            Answer::Default,            // root only
+            Answer::Yes,                // trial boot
+            Answer::Yes,                // the quirk
+            Answer::Type("sda".into()), // the confirmation
+        ],
+    );
+    assert!(matches!(outcome, WizardEnd::Rehearsed), "{outcome:?}");
+    let question = ui
+        .prompt_containing("Move it to usb-storage")
+        .expect("the quirk's question")
+        .prompt;
+    assert!(
+        question.contains("174c:55aa") && question.contains("1 uas reset"),
+        "{question}"
+    );
+    let transcript = ui.transcript();
+    assert!(
+        transcript.contains("usb-storage.quirks=174c:55aa:u panic=10"),
+        "{transcript}"
+    );
+    // Unattended, nothing is set without --usb-quirk, and it says so.
+    let settings = Settings {
+        target: Some("/dev/sda".into()),
+        yes: true,
+        ..no_bench()
+    };
+    let (_, ui) = run(&host, &system, &settings, vec![]);
+    let transcript = ui.transcript();
+    assert!(
+        transcript.contains("USB bridge 174c:55aa: left on uas (the default"),
+        "{transcript}"
+    );
+    assert!(!transcript.contains("usb-storage.quirks=174c:55aa:u panic=10"));
+    // A quiet bridge is not asked about.
+    let (host, system) = machine("pi4");
+    let (_, ui) = run(
+        &host,
+        &system,
+        &no_bench(),
+        vec![
+            Answer::Default,
+            Answer::Default,
+            Answer::Yes,
+            Answer::Type("sda".into()),
+        ],
+    );
+    assert!(ui.prompt_containing("usb-storage").is_none());
+}

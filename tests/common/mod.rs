@@ -116,7 +116,7 @@ pub fn pi_tree() -> tempfile::TempDir {
 /// An image file, or the part of it from a byte offset on, on a loop
 /// device; detached on drop.
 /// The lock file the testbed holds shared while one of its disk images
-/// is on a host loop device (testbed/src/attach.rs names the same path).
+/// is on a host loop device (testbed/src/host/attach.rs names the same path).
 const HOST_IDS_LOCK: &str = "/run/lock/pimigrate-host-ids.lock";
 
 /// A turn at the host's ids: a test whose checks want every id on the host
@@ -355,4 +355,46 @@ pub fn ext4_blocks_of(device: &str, path: &str) -> Vec<u64> {
         .collect();
     assert!(!blocks.is_empty(), "debugfs found no blocks of {path}");
     blocks
+}
+
+/// Writes `journal` into the state directory `dir` as pimigrate writes it:
+/// through the one writer, which holds the directory's lock.
+pub fn save_journal(dir: &Path, journal: &mut pimigrate::state::journal::Journal) {
+    let lock = pimigrate::apply::state::StateLock::acquire(dir).unwrap();
+    lock.save_journal(journal, dir).unwrap();
+}
+
+/// What the owner reads when a run that writes stops with an error: its
+/// last two lines say where the Pi stands and the command that goes on
+/// (`pimigrate::apply::standing`), and no Rust Debug text is anywhere in
+/// it. Returns the two lines' words and the command, the first one the
+/// second line quotes.
+pub fn told(what: &str, said: &str) -> (String, String, String) {
+    use pimigrate::apply::standing::{NEXT, WHERE};
+    let lines: Vec<&str> = said.trim_end().lines().collect();
+    assert!(lines.len() >= 3, "{what}: no cause and standing:\n{said}");
+    let stands = lines[lines.len() - 2]
+        .strip_prefix(&format!("  {WHERE}"))
+        .unwrap_or_else(|| panic!("{what}: no '{WHERE}' line at the end:\n{said}"));
+    let next = lines[lines.len() - 1]
+        .strip_prefix(&format!("  {NEXT}"))
+        .unwrap_or_else(|| panic!("{what}: no '{NEXT}' line at the end:\n{said}"));
+    assert!(
+        said.matches(WHERE).count() == 1,
+        "{what}: the standing twice:\n{said}"
+    );
+    let command = next
+        .split('`')
+        .nth(1)
+        .filter(|c| c.starts_with("sudo pimigrate ") || c.starts_with("pimigrate "))
+        .unwrap_or_else(|| panic!("{what}: no command goes on:\n{said}"));
+    for debug in [
+        "Os {", "Custom {", "kind: ", "Some(", "None)", "Error {", "code: ",
+    ] {
+        assert!(
+            !said.contains(debug),
+            "{what}: Debug text ({debug}) reached the owner:\n{said}"
+        );
+    }
+    (stands.to_string(), next.to_string(), command.to_string())
 }

@@ -2,8 +2,9 @@
 //! starts a kernel it has the modules of, a 1 GiB loop disk to be the
 //! standby, and the "SD card" whose boot partition the tree's fstab names
 //! (MBR signature 6c586e13), so the standby's fstab boot line names one
-//! attached device. [`SourceFs`] puts the tree on an ext4 of its own,
-//! for a source whose blocks a test garbles.
+//! attached device. [`SourceFs`] puts the tree on a filesystem of its own
+//! (ext4, for a source whose blocks a test garbles; ext3 or btrfs, for a
+//! root of that type).
 
 use super::migration::MigrationRig;
 use super::{tool_output as run, LoopDisk};
@@ -102,8 +103,18 @@ impl SourceFs {
     /// Copies `tree` (with `cp -a`) onto a new ext4 of `size` bytes and
     /// mounts that over `tree`.
     pub fn under(tree: &Path, size: u64) -> SourceFs {
+        SourceFs::under_as(tree, size, "ext4")
+    }
+
+    /// [`SourceFs::under`] with a filesystem of type `fstype` (`ext3`,
+    /// `btrfs`: its mkfs must be installed, and the kernel must know it).
+    pub fn under_as(tree: &Path, size: u64, fstype: &str) -> SourceFs {
         let disk = LoopDisk::new(size);
-        run("mkfs.ext4", &["-q", "-F", "-E", "nodiscard", &disk.device]);
+        let mkfs = format!("mkfs.{fstype}");
+        match fstype {
+            "btrfs" => run(&mkfs, &["-q", "-f", &disk.device]),
+            _ => run(&mkfs, &["-q", "-F", "-E", "nodiscard", &disk.device]),
+        };
         let staging = tempfile::tempdir_in("/var/tmp").unwrap();
         let staged = staging.path().to_str().unwrap();
         run("mount", &[disk.device.as_str(), staged]);

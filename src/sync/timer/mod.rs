@@ -8,7 +8,9 @@
 //! starts the timer; `--remove-timer` disables it and removes the
 //! drop-ins; the package's purge removes whatever `--install-timer` wrote.
 //! A pimigrate installed without the package writes the two units into
-//! /etc/systemd/system beside the drop-ins, and removes them again.
+//! /etc/systemd/system beside the drop-ins, and removes them again. What
+//! is written is decided here; `apply::timer` writes it and runs
+//! systemctl, with the state directory's lock held.
 //!
 //! What cron jobs of the peers' users got wrong, done here: a full PATH
 //! (mkfs, losetup and mount live in /sbin), output to the journal
@@ -23,7 +25,7 @@ pub mod quote;
 pub mod units;
 
 use crate::host::Host;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -107,81 +109,6 @@ pub fn packaged(host: &Host) -> bool {
         .any(|dir| host.path(Path::new(dir).join(SERVICE)).is_file())
 }
 
-/// Writes the drop-ins (and, without the package, the units) into `host`,
-/// each atomically and only when it differs; with the package installed,
-/// units an older pimigrate wrote into /etc/systemd/system (which would
-/// hide the package's) are removed.
-pub fn install(
-    host: &Host,
-    program: &Path,
-    command: &ServiceCommand,
-    when: &str,
-) -> Result<Changes> {
-    let files = files_to_write(host, program, command, when)?;
-    let mut changes = Changes::default();
-    for (view, text) in files {
-        let path = host.path(&view);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .with_context(|| format!("creating {}", parent.display()))?;
-        }
-        if std::fs::read(&path).ok().as_deref() != Some(text.as_bytes()) {
-            crate::apply::atomic::replace(&path, text.as_bytes(), crate::apply::atomic::FILE)
-                .with_context(|| format!("writing {}", path.display()))?;
-            changes.changed = true;
-        }
-        changes.files.push(path);
-    }
-    if packaged(host) {
-        for name in [SERVICE, TIMER] {
-            let path = host.path(Path::new(UNIT_DIR).join(name));
-            if remove_if_ours(&path)? {
-                changes.files.push(path);
-                changes.changed = true;
-            }
-        }
-    }
-    Ok(changes)
-}
-
-/// Removes every file `--install-timer` wrote into `host` (the drop-ins,
-/// and units it wrote itself), and the drop-in directories when that
-/// leaves them empty; returns what was removed.
-pub fn remove(host: &Host) -> Result<Changes> {
-    let dir = host.path(UNIT_DIR);
-    let mut changes = Changes::default();
-    for name in [TIMER, SERVICE] {
-        let drop_ins = dir.join(format!("{name}.d"));
-        let path = drop_ins.join(DROP_IN);
-        if remove_if_ours(&path)? {
-            changes.files.push(path);
-            changes.changed = true;
-        }
-        // Only when empty: an administrator's override.conf stays.
-        let _ = std::fs::remove_dir(&drop_ins);
-        let unit = dir.join(name);
-        if remove_if_ours(&unit)? {
-            changes.files.push(unit);
-            changes.changed = true;
-        }
-    }
-    Ok(changes)
-}
-
-/// Removes `path` if `--install-timer` wrote it (its first line says so);
-/// a file of the same name that someone else wrote stays.
-fn remove_if_ours(path: &Path) -> Result<bool> {
-    match std::fs::read_to_string(path) {
-        Ok(text) if text.starts_with(units::WRITTEN_BY) => {
-            std::fs::remove_file(path).with_context(|| format!("removing {}", path.display()))?;
-            Ok(true)
-        }
-        Ok(_) => Ok(false),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(err) => Err(err).with_context(|| format!("reading {}", path.display())),
-    }
-}
-
 /// Whether the timer is enabled in `host` (the link `systemctl enable`
 /// makes is there).
 pub fn enabled(host: &Host) -> bool {
@@ -208,140 +135,5 @@ impl Manager {
         } else {
             Manager::Offline
         }
-    }
-}
-
-/// Enables (and with a running systemd starts) the timer, after systemd
-/// has read the new files.
-pub fn enable(host: &Host) -> Result<Manager> {
-    let manager = Manager::of(host);
-    match manager {
-        Manager::Running => {
-            systemctl(host, &["daemon-reload"])?;
-            systemctl(host, &["enable", "--now", TIMER])?;
-        }
-        Manager::Offline => systemctl(host, &["enable", TIMER])?,
-    }
-    Ok(manager)
-}
-
-/// Disables (and with a running systemd stops) the timer.
-pub fn disable(host: &Host) -> Result<Manager> {
-    let manager = Manager::of(host);
-    match manager {
-        Manager::Running => systemctl(host, &["disable", "--now", TIMER])?,
-        Manager::Offline => systemctl(host, &["disable", TIMER])?,
-    }
-    Ok(manager)
-}
-
-/// systemd reads the files again (when it runs), after a removal.
-pub fn reload(host: &Host) -> Result<()> {
-    if Manager::of(host) == Manager::Running {
-        systemctl(host, &["daemon-reload"])?;
-    }
-    Ok(())
-}
-
-/// `systemctl ARGS`, with `--root` for a system that is not this one.
-fn systemctl(host: &Host, args: &[&str]) -> Result<()> {
-    let Some(program) = crate::tools::which("systemctl") else {
-        bail!(
-            "systemctl (systemd) is not installed: the units are written, but the timer needs systemd to run (systemctl {})",
-            args.join(" ")
-        );
-    };
-    let mut command = std::process::Command::new(program);
-    if !host.is_live() || Manager::of(host) == Manager::Offline {
-        command.arg(format!("--root={}", host.root.display()));
-    }
-    let output = command
-        .args(args)
-        .output()
-        .with_context(|| format!("running systemctl {}", args.join(" ")))?;
-    if !output.status.success() {
-        bail!(
-            "systemctl {} failed ({}): {}",
-            args.join(" "),
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn command() -> ServiceCommand {
-        ServiceCommand {
-            args: vec!["--checksum".into()],
-            writable: vec![],
-        }
-    }
-
-    #[test]
-    fn without_the_package_the_units_are_written_beside_the_drop_ins() {
-        let dir = tempfile::tempdir().unwrap();
-        let host = Host::with_root(dir.path());
-        let program = Path::new("/usr/local/bin/pimigrate");
-        let written = install(&host, program, &command(), "*-*-* 03:00").unwrap();
-        assert_eq!(written.files.len(), 4);
-        assert!(written.changed);
-        let units = dir.path().join("etc/systemd/system");
-        let service = std::fs::read_to_string(units.join(SERVICE)).unwrap();
-        assert!(service.contains("\nExecStart=/usr/local/bin/pimigrate sync --yes\n"));
-        let drop_in =
-            std::fs::read_to_string(units.join("pimigrate-sync.service.d").join(DROP_IN)).unwrap();
-        assert!(drop_in.contains("\nExecStart=/usr/local/bin/pimigrate sync --yes --checksum\n"));
-        let timer =
-            std::fs::read_to_string(units.join("pimigrate-sync.timer.d").join(DROP_IN)).unwrap();
-        assert!(timer.ends_with("OnCalendar=\nOnCalendar=*-*-* 03:00\n"));
-        let again = install(&host, program, &command(), "*-*-* 03:00").unwrap();
-        assert!(!again.changed, "the same files again change nothing");
-        let removed = remove(&host).unwrap();
-        assert_eq!(removed.files.len(), 4);
-        assert!(!units.join("pimigrate-sync.timer.d").exists());
-        assert!(!units.join(SERVICE).exists());
-        assert!(!remove(&host).unwrap().changed);
-    }
-
-    #[test]
-    fn with_the_package_only_drop_ins_are_written_and_old_units_go() {
-        let dir = tempfile::tempdir().unwrap();
-        let host = Host::with_root(dir.path());
-        let shipped = dir.path().join("usr/lib/systemd/system");
-        std::fs::create_dir_all(&shipped).unwrap();
-        std::fs::write(
-            shipped.join(SERVICE),
-            units::service_unit(Path::new(PACKAGE_PROGRAM), false).unwrap(),
-        )
-        .unwrap();
-        std::fs::write(shipped.join(TIMER), units::timer_unit(false)).unwrap();
-        // What an older pimigrate wrote, and an administrator's own file.
-        let etc = dir.path().join("etc/systemd/system");
-        std::fs::create_dir_all(etc.join("pimigrate-sync.timer.d")).unwrap();
-        std::fs::write(
-            etc.join(SERVICE),
-            "# Written by `pimigrate sync --install-timer`; old\n",
-        )
-        .unwrap();
-        std::fs::write(
-            etc.join("pimigrate-sync.timer.d/override.conf"),
-            "[Timer]\n",
-        )
-        .unwrap();
-        let written = install(&host, Path::new(PACKAGE_PROGRAM), &command(), "weekly").unwrap();
-        assert!(
-            !etc.join(SERVICE).exists(),
-            "the old unit would hide the package's"
-        );
-        assert!(!etc.join(TIMER).exists());
-        assert_eq!(written.files.len(), 3, "{:?}", written.files);
-        let removed = remove(&host).unwrap();
-        assert_eq!(removed.files.len(), 2);
-        assert!(etc.join("pimigrate-sync.timer.d/override.conf").exists());
-        assert!(shipped.join(SERVICE).exists());
     }
 }

@@ -1,6 +1,6 @@
 //! The text of the timer's units and of the drop-ins that
 //! `sync --install-timer` writes. The package ships the two units (made
-//! from [`service_unit`] and [`timer_unit`] by `examples/gen-assets.rs`),
+//! from [`service_unit`] and [`timer_unit`] by the tool crate, xtask/),
 //! disabled; the drop-ins set the schedule and the service's command line.
 //! A pimigrate installed without the package writes the units themselves
 //! into /etc/systemd/system, from the same functions.
