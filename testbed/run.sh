@@ -36,6 +36,9 @@ declare -A need=(
     [mkfs.ext4]=e2fsprogs
     [debugfs]=e2fsprogs
     [flock]=util-linux
+    # The firmware stand-in unpacks the x86 guest's xz-compressed kernel
+    # once, as a Pi's firmware unpacks a compressed one (src/host/kernel.rs).
+    [xz]=xz-utils
     # The firmware stand-in marks a trial boot's device tree (fdtput); its
     # tests compile device trees (dtc) and read them back (fdtget).
     [fdtput]=device-tree-compiler

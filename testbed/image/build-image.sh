@@ -93,6 +93,33 @@ chroot "$root" systemctl mask apt-daily.timer apt-daily-upgrade.timer \
     dpkg-db-backup.timer getty-static.service getty@tty1.service \
     nvmf-autoconnect.service systemd-binfmt.service \
     proc-sys-fs-binfmt_misc.automount >&2
+# Units a boot of the emulated Pi never needs, each a process or a mount
+# that costs PID 1 time under TCG: kernel modules for hardware and
+# filesystems no scenario uses (drm, pstore, configfs, fuse, dm), the
+# kernel's debug and tracing mounts, hugepages and POSIX queues, a random
+# seed, utmp records, the journal's flush (it is volatile), first-boot
+# users, and password agents nobody answers.
+chroot "$root" systemctl mask modprobe@drm.service modprobe@efi_pstore.service \
+    modprobe@configfs.service modprobe@fuse.service modprobe@dm_mod.service \
+    sys-fs-fuse-connections.mount sys-kernel-config.mount sys-kernel-debug.mount \
+    sys-kernel-tracing.mount dev-hugepages.mount dev-mqueue.mount \
+    systemd-pstore.service systemd-network-generator.service systemd-random-seed.service \
+    systemd-update-utmp.service systemd-update-utmp-runlevel.service \
+    systemd-journal-flush.service systemd-tmpfiles-clean.timer systemd-sysusers.service \
+    uuidd.socket systemd-ask-password-wall.path systemd-ask-password-console.path >&2
+# udev rules for hardware the testbed never attaches (input devices,
+# cameras, sound, seats, device-mapper, btrfs, tape, infiniband, MTD,
+# NVMe over fabrics): under TCG every coldplug event runs every rule, in
+# the initramfs and again in the system. The rules for disks, USB, serial
+# ports, modules and the network stay.
+(cd "$root/usr/lib/udev/rules.d" && rm -f 55-dm.rules 60-cdrom_id.rules 60-drm.rules \
+    60-evdev.rules 60-fido-id.rules 60-infiniband.rules 60-input-id.rules \
+    60-persistent-alsa.rules 60-persistent-input.rules 60-persistent-storage-dm.rules \
+    60-persistent-storage-tape.rules 60-persistent-v4l.rules 60-sensor.rules 64-btrfs.rules \
+    70-camera.rules 70-joystick.rules 70-mouse.rules 70-touchpad.rules 71-seat.rules \
+    73-seat-late.rules 75-probe_mtd.rules 78-sound-card.rules 85-hwclock.rules \
+    95-dm-notify.rules 96-e2scrub.rules 70-nvmf-autoconnect.rules \
+    71-nvmf-iopolicy-netapp.rules)
 chroot "$root" systemctl set-default multi-user.target >&2
 # A NIC exists only when a scenario asks for QEMU user networking; then
 # systemd-networkd takes a DHCP lease (files/etc/systemd/network). Nothing

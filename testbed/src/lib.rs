@@ -7,7 +7,7 @@
 //! ARM lane ([`Pi::raspi3b`], [`Pi::raspi4b`]) boots QEMU's `raspi3b` and
 //! QEMU 10's `raspi4b` machine models with the Pi's own device tree, USB
 //! disks behind dwc2 and the command channel on the SD card's FAT
-//! partition ([`card_channel`]). Both have a firmware stand-in that reads
+//! partition ([`card_channel`](machine::card_channel)). Both have a firmware stand-in that reads
 //! `config.txt`/`tryboot.txt` from the boot disk's FAT partition as the
 //! model's firmware would; the scenarios are built from these
 //! (docs/testbed/README.md).
@@ -25,41 +25,18 @@
 //! # Ok(()) }
 //! ```
 
-pub mod attach;
-pub mod bootloader;
-pub mod card_channel;
-pub mod cmd;
-pub mod device_tree;
-pub mod disks;
-pub mod eeprom;
-pub mod fat;
-pub mod fault;
+// The rooms, each on the ones below it and never on one above: the
+// scenarios on top, then the benchmarks, then the machine, the firmware
+// stand-in and the host's tools (docs/testbed/README.md, "The code").
+pub mod bench;
 pub mod firmware;
-pub mod firmware_channel;
-pub mod fsck;
-pub mod image;
-pub mod inspect;
-pub mod live;
-pub mod load;
-pub mod mbr;
-pub mod pi;
-pub mod pi_tools;
-pub mod power;
-pub mod profiles;
-pub mod qemu;
-pub mod qmp;
-pub mod raspi4b;
-pub mod recovery;
+pub mod host;
+pub mod machine;
 pub mod scenarios;
-pub mod sections;
-pub mod share;
-#[cfg(test)]
-mod test_disks;
-pub mod unattended;
 
-pub use disks::{Bus, Disk};
-pub use image::ImageSet;
-pub use pi::{clear_work, keep_work, work_dir, Boot, Pi};
-pub use profiles::Profile;
-pub use qemu::Ending;
-pub use share::{After, JobOutput, Share};
+pub use host::disks::{Bus, Disk};
+pub use host::image::ImageSet;
+pub use host::profiles::Profile;
+pub use host::share::{After, JobOutput, Share};
+pub use machine::pi::{clear_work, keep_work, work_dir, Boot, Pi};
+pub use machine::qemu::Ending;

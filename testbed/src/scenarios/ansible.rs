@@ -17,12 +17,22 @@
 //! yield to inventory, as a fleet's per-host settings need.
 
 use super::fleet::{self, Fleet, Ssh, JOB};
-use super::pimigrate_bin::TRIAL_SYSROOT;
-use super::setup::Rig;
-use super::PROBE;
-use crate::{fat, Boot, ImageSet};
+use super::{Lane, Scenario};
+use crate::host::fat;
+use crate::machine::pimigrate_bin::TRIAL_SYSROOT;
+use crate::machine::probe::PROBE;
+use crate::machine::rig::Rig;
+use crate::{Boot, ImageSet};
 use anyhow::{ensure, Context, Result};
 use std::time::Duration;
+
+/// The module's scenario, in [`super::all`]'s order.
+pub const SCENARIO: Scenario = Scenario {
+    name: "ansible",
+    lane: Lane::Shared,
+    run,
+    about: r#"`examples/ansible/pimigrate.yml` run by `ansible-playbook` on the host over SSH (a key made per run, installed by the job; the guest's port 22 forwarded to a free loopback port), the SD card (`sd-unthrottled`) and a blank NVMe drive (the pick beyond doubt on a loaded host, `fleet::setup`), twice, with `pimigrate_bench_args: [--size, 32M, --runtime, 0.5]` (a fleet with slow cards needs the small file: laying out the quick suite's took an emulated class 10 card most of a run; the short tests suffice for a drive ten times the card). Run 1: no failed task and some changed; the blank NVMe drive benchmarked with `bench --destructive`, picked by `recommend --json`, migrated with a trial, the reboot `"0 tryboot"` and `verify --commit` all through Ansible; over SSH then root is the NVMe drive's partition 1 with the plan's PARTUUID, `cmdline.txt` names it, no `tryboot.txt`. Run 2: `changed=0 failed=0`. From the host: normal boots from `config.txt`, then one trial boot from `tryboot.txt`; the SD card's `cmdline.txt` committed. Logs: `ansible-1.log`, `ansible-2.log`"#,
+};
 
 pub fn run(images: &ImageSet) -> Result<()> {
     let Rig {

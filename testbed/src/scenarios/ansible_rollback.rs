@@ -18,11 +18,13 @@
 //! `cmdline.txt` is unchanged and `tryboot.txt` and the trial's cmdline
 //! file are gone.
 
-use super::facts;
 use super::fleet::{self, Fleet, Ssh, JOB};
-use super::pimigrate_bin::TRIAL_SYSROOT;
-use super::setup::Rig;
-use crate::{fat, Boot, Bus, ImageSet};
+use super::{Lane, Scenario};
+use crate::host::fat;
+use crate::machine::pimigrate_bin::TRIAL_SYSROOT;
+use crate::machine::probe::facts;
+use crate::machine::rig::Rig;
+use crate::{Boot, Bus, ImageSet};
 use anyhow::{ensure, Context, Result};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -42,6 +44,14 @@ if [ "$tryboot_flag" = 1 ]; then
     echo "cloned_id=$id"
 fi
 "#;
+
+/// The module's scenario, in [`super::all`]'s order.
+pub const SCENARIO: Scenario = Scenario {
+    name: "ansible-rollback",
+    lane: Lane::Shared,
+    run,
+    about: r#"the playbook's rescue (step 8 of [fleet.md](../fleet.md)) for a real failure: the disks of `ansible` and a 64 MiB USB stick, too small to be a candidate. The job of the trial boot only writes a partition table with the NVMe drive's MBR disk id to the stick (a clone of the new disk plugged in), so `verify --commit` fails `ids-unique`. The run must end `failed=1 rescued=1` with the rescue's own report and the duplicate PARTUUID in its output; the journal is retired (`migration.rolled-back.json`), the stick really holds the new root's PARTUUID, root is `/dev/mmcblk0p2`; boots: normal, one trial (`tryboot.txt`), normal; after the power-off the SD card's boot partition is file for file what it was before (`cmdline.txt` unchanged, `tryboot.txt` and the trial `cmdline` file gone)"#,
+};
 
 pub fn run(images: &ImageSet) -> Result<()> {
     let Rig {

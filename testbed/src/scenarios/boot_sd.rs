@@ -1,13 +1,22 @@
 //! Scenario (a): the SD card boots like a Pi's, and a USB SSD is visible.
 
-use super::setup::{Rig, Setup};
-use super::{expect_fact, facts, guest_disks, PROBE};
-use crate::qemu::{wake_log, WAKE_AFTER};
-use crate::qmp::Qmp;
+use super::{Lane, Scenario};
+use crate::machine::probe::{expect_fact, facts, guest_disks, PROBE};
+use crate::machine::qemu::{wake_log, WAKE_AFTER};
+use crate::machine::qmp::Qmp;
+use crate::machine::rig::{Rig, Setup};
 use crate::{After, Ending, ImageSet};
 use anyhow::{bail, ensure, Result};
 use serde_json::json;
 use std::time::{Duration, Instant};
+
+/// The scenario `sd-boot`, in [`super::all`]'s order.
+pub const SD_BOOT: Scenario = Scenario {
+    name: "sd-boot",
+    lane: Lane::Shared,
+    run: bookworm,
+    about: r#"(a) bookworm SD boots from `config.txt`; root is `mmcblk0p2`, `/boot/firmware` is `mmcblk0p1`; cmdline came from the card; the guest has exactly `mmcblk0` and `sda`, the SSD with transport `usb` and 8G"#,
+};
 
 /// Bookworm layout: boot partition at /boot/firmware.
 pub fn bookworm(images: &ImageSet) -> Result<()> {
@@ -60,6 +69,14 @@ pub fn bookworm(images: &ImageSet) -> Result<()> {
     );
     Ok(())
 }
+
+/// The scenario `sd-boot-bullseye`, in [`super::all`]'s order.
+pub const SD_BOOT_BULLSEYE: Scenario = Scenario {
+    name: "sd-boot-bullseye",
+    lane: Lane::Shared,
+    run: bullseye,
+    about: r#"the bullseye layout: boot partition at `/boot`, nothing at `/boot/firmware`; the machine, stopped through the scenario's monitor as its job starts (as a stalled emulator stands), is woken by the harness within a minute and the job finishes, the wake and the guest running again in `boot-01.serial.wake.txt`"#,
+};
 
 /// Bullseye layout: the boot partition is /boot itself. The same boot
 /// proves that the harness wakes an emulator that stopped running

@@ -8,14 +8,23 @@
 //! xattrs. The torture tree in tests/copy_fidelity.rs covers the rare
 //! cases; this is the common case, whole.
 
-use crate::attach::Attached;
-use crate::cmd;
-use crate::mbr;
-use crate::pi::{target_dir, work_dir};
+use super::{Lane, Scenario};
+use crate::host::attach::Attached;
+use crate::host::cmd;
+use crate::host::mbr;
+use crate::machine::pi::{target_dir, work_dir};
 use crate::ImageSet;
 use anyhow::{ensure, Context, Result};
 use std::fs;
 use std::process::Command;
+
+/// The module's scenario, in [`super::all`]'s order.
+pub const SCENARIO: Scenario = Scenario {
+    name: "copy-debian-root",
+    lane: Lane::Shared,
+    run,
+    about: r#"host only, no boot: the SD image's root partition (the Debian root debootstrap made) on a read-only loop device at its offset, copied by pimigrate's copier (`examples/copy-tree`, which run.sh builds) into a fresh ext4; `rsync -naHAXc --itemize-changes --numeric-ids` lists nothing"#,
+};
 
 pub fn run(images: &ImageSet) -> Result<()> {
     let copier = target_dir().join("release/examples/copy-tree");

@@ -3,8 +3,9 @@
 //! compare against: if the emulation does not deliver the table's figures,
 //! nothing measured on top of it means anything.
 
-use super::setup::{Rig, Setup};
-use crate::profiles::Profile;
+use super::{Lane, Scenario};
+use crate::host::profiles::Profile;
+use crate::machine::rig::{Rig, Setup};
 use crate::{After, Bus, ImageSet};
 use anyhow::{bail, Context, Result};
 use std::fmt::Write as _;
@@ -44,9 +45,10 @@ const TESTS: [(&str, &str, &str, u32); 4] = [
     ("write", "write", "1M", 4),
 ];
 
-fn guest_script() -> String {
-    let mut s = String::from(
-        r#"
+/// The job's shell functions: `dev_of SERIAL`, and `bench TAG TARGET
+/// SIZE`, which runs the fio patterns of [`TESTS`] listed after it (a
+/// here-document the script goes on with).
+const BENCH: &str = r#"
 dev_of() { lsblk -dno NAME,SERIAL | awk -v s="$1" '$2 == s { print "/dev/" $1 }'; }
 bench() {
     local tag=$1 target=$2 size=$3 name rw bs qd
@@ -58,8 +60,10 @@ bench() {
             --output-format=json > "$TESTBED/out/fio-$tag-$name.json"
         echo "done $tag $name"
     done <<TESTS
-"#,
-    );
+"#;
+
+fn guest_script() -> String {
+    let mut s = String::from(BENCH);
     for (name, rw, bs, qd) in TESTS {
         let _ = writeln!(s, "{name} {rw} {bs} {qd}");
     }
@@ -117,6 +121,14 @@ fn judge(what: &str, got: f64, limit: Option<u64>, ceiling: f64) -> (String, boo
         ok,
     )
 }
+
+/// The module's scenario, in [`super::all`]'s order.
+pub const SCENARIO: Scenario = Scenario {
+    name: "disk-speed",
+    lane: Lane::Speed,
+    run,
+    about: r#"(c) fio on the SD card (through a file on root), USB flash (usb-storage), USB SSD (UAS) and NVMe, each throttled by its profile, judged as [disks.md](disks.md#what-the-emulation-can-deliver) describes"#,
+};
 
 pub fn run(images: &ImageSet) -> Result<()> {
     let mut setup = Setup::new("disk-speed", &images.bookworm)

@@ -3,10 +3,10 @@
 //! inventory carrying the playbook's variables, `ansible-playbook` runs
 //! with their recap, and commands in the guest over SSH.
 
-use super::setup::Setup;
-use super::{expect_fact, facts};
-use crate::live::Live;
-use crate::pi::target_dir;
+use crate::machine::live::Live;
+use crate::machine::pi::target_dir;
+use crate::machine::probe::{expect_fact, facts};
+use crate::machine::rig::Setup;
 use crate::{Bus, ImageSet, Pi};
 use anyhow::{bail, ensure, Context, Result};
 use std::collections::BTreeMap;

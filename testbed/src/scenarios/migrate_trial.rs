@@ -7,7 +7,7 @@
 //! and `verify --commit` loses its power right after its swap of
 //! cmdline.txt. The next, normal, boot must come up on NVMe, where `verify
 //! --commit` finishes the commit (the trial's files removed, the journal
-//! told) and `verify` passes. Judged cut by cut as [`crate::power`] says.
+//! told) and `verify` passes. Judged cut by cut as [`crate::machine::power`] says.
 //!
 //! The SD card's config.txt is laid out as Ubuntu 20.04's (issue #15):
 //! `cmdline=` is set again by the included syscfg.txt, so the trial boot
@@ -19,14 +19,25 @@
 //! tree whose every entry links to the running system's, plus the one
 //! device-tree file the firmware would have made.
 
-use super::pimigrate_bin::{self, JOURNAL_FACTS, ROOT_PARTUUID, TRIAL_SYSROOT};
-use super::setup::{fact, Rig, Setup};
-use super::{expect_fact, facts, PROBE};
-use crate::mbr::Partition;
-use crate::power::{CutAt, PowerCuts, Root};
-use crate::{fat, After, Bus, ImageSet};
+use super::{Lane, Scenario};
+use crate::host::fat;
+use crate::host::mbr::Partition;
+use crate::machine::pimigrate_bin::{self, JOURNAL_FACTS, ROOT_PARTUUID, TRIAL_SYSROOT};
+use crate::machine::power::{CutAt, PowerCuts, Root};
+use crate::machine::probe::{expect_fact, facts, PROBE};
+use crate::machine::rig::{fact, Rig, Setup};
+use crate::{After, Bus, ImageSet};
 use anyhow::{ensure, Context, Result};
+use pimigrate::failpoint;
 use std::path::Path;
+
+/// The module's scenario, in [`super::all`]'s order.
+pub const SCENARIO: Scenario = Scenario {
+    name: "power-cut-trial",
+    lane: Lane::Shared,
+    run,
+    about: r#"the SD card's config.txt laid out as Ubuntu 20.04's (`cmdline=` then `include syscfg.txt`, which sets it again; the stand-in follows `include`); `pimigrate migrate --table gpt --trial always` to NVMe, its power cut while held at `boot-after-rename@2` (tryboot.txt renamed into place, not flushed): the SD root boots and `migrate --resume --yes` finishes; `cmdline.txt` unchanged, `tryboot.txt` ends with `[all]` + `cmdline=cmdline.pimigrate.txt` after the includes, `syscfg.txt` unchanged, the agent reboots with `"0 tryboot"`; the trial boot reads `tryboot.txt` and comes up on `nvme0n1p1` (the plan's partition GUID); `pimigrate verify --commit --no-bench` loses its power held at `commit-after-swap`; the SD card's `cmdline.txt` must then start the NVMe root, and the next normal boot (`config.txt`) comes up there, where `verify --commit` finishes the commit and `verify` passes; `tryboot.txt` and `cmdline.pimigrate.txt` are gone and `cmdline.txt` names the NVMe root; each cut judged as in `power-cut-migrate`, `power cuts: 2 cut, 2 booted, 2 resumed, 0 repaired by fsck`"#,
+};
 
 pub fn run(images: &ImageSet) -> Result<()> {
     let Rig { pi, sd, sd_boot } = Setup::new("power-cut-trial", &images.bookworm)
@@ -43,7 +54,7 @@ pub fn run(images: &ImageSet) -> Result<()> {
         "tryboot.txt renamed into place",
         &pimigrate_bin::find_disk("TB-NVME"),
         "pimigrate migrate --target \"$target\" --yes --table gpt --trial always",
-        CutAt::Point("boot-after-rename@2"),
+        CutAt::point("boot-after-rename@2"),
     )?;
     cuts.require(Root::Sd)?;
 
@@ -99,7 +110,7 @@ fn trial_commit_cut_after_its_swap(cuts: &mut PowerCuts) -> Result<()> {
         "verify --commit's swap",
         &format!("{ROOT_PARTUUID}{TRIAL_SYSROOT}"),
         "pimigrate verify --commit --no-bench --sysroot \"$sysroot\"",
-        CutAt::Point("commit-after-swap"),
+        CutAt::point(failpoint::COMMIT_AFTER_SWAP),
     )?;
     ensure!(
         trial.boot.spec.config_file == "tryboot.txt",

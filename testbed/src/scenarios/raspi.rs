@@ -8,18 +8,20 @@
 //! raspi-firmware regenerating cmdline.txt, and an arm64 binary on the
 //! oldest glibc it must start on.
 
-use super::pimigrate_bin::{self, IDS_UNIQUE};
-use super::setup::{fact, Rig, Setup};
-use super::unattended::{
-    hands_off_in_trial, Chain, FSTAB, FSTAB_UNIT, MOUNT_NEW_ROOT, UNMOUNT_NEW_ROOT, WHAT_IT_SAYS,
-};
-use super::{expect_fact, facts, PROBE, UNTIMED_SD};
-use crate::card_channel;
-use crate::image::{ArmImage, ImageSet};
-use crate::mbr::Partition;
-use crate::power::{CutAt, PowerCuts, Root};
-use crate::qemu::Board;
-use crate::{fat, After, Boot, Bus, Ending, Pi};
+use super::unattended::chain::{hands_off_in_trial, Chain, During, WHAT_IT_SAYS};
+use super::unattended::matrix::{FSTAB, FSTAB_UNIT};
+use super::{Lane, Scenario};
+use crate::host::fat;
+use crate::host::image::{ArmImage, ImageSet};
+use crate::host::mbr::Partition;
+use crate::machine::card_channel;
+use crate::machine::pimigrate_bin::{self, IDS_UNIQUE};
+use crate::machine::power::{CutAt, PowerCuts, Root};
+use crate::machine::probe::{expect_fact, facts, PROBE};
+use crate::machine::qemu::Board;
+use crate::machine::rig::UNTIMED_SD;
+use crate::machine::rig::{fact, Rig, Setup};
+use crate::{After, Boot, Bus, Ending, Pi};
 use anyhow::{ensure, Context, Result};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -141,6 +143,14 @@ fn check_devices(doc: &serde_json::Value) -> Result<()> {
     Ok(())
 }
 
+/// The scenario `pi3-root-only`, in [`super::all`]'s order.
+pub const PI3_ROOT_ONLY: Scenario = Scenario {
+    name: "pi3-root-only",
+    lane: Lane::Arm,
+    run: pi3_root_only,
+    about: r#"ARM lane, `raspi3b`, a blank 4 GiB USB disk behind dwc2. Boot 1, before the move: the console says `Machine model: Raspberry Pi 3 Model B`, root is `mmcblk0p2`, and the arm64 `pimigrate devices --json` names the model, family `pi3`, section `pi3`, boots SD `yes`, USB `needs-otp`, NVMe `no`, no EEPROM bootloader or tryboot; `mmcblk0` (transport `mmc`) is `source-root` on controller `sdhost-bcm2835`; `sda` (serial `TB-USB`, transport `usb`, driver `usb-storage`) is a `candidate` on controller `dwc2`. Then `pimigrate migrate --no-trial` (root only: the boot files stay on the SD card, as a Pi 3 without the OTP bit needs), its power cut while held at `source-boot-written` (the swap flushed through the Pi's sdhost SD controller, the journal not told); judged as the power-cut scenarios judge a cut, and the SD card's `cmdline.txt` must be the original with the plan's PARTUUID as `root=`. Boot 2: root is `sda1` (the USB root, as cmdline.txt says), `migrate --resume --yes` exits 0, `/boot/firmware` `mmcblk0p1`, fstab names the plan's PARTUUID, every id unique, `pimigrate verify --no-bench` exits 0 with nothing but the running system; then what a kernel upgrade runs, `/etc/kernel/postinst.d` with the kernel's version (`DEB_MAINT_PARAMS=configure`, as linux-image's postinst): initramfs-tools rebuilds the initrd and raspi-firmware rewrites `config.txt` and `cmdline.txt`, which still names the USB root (from the new root's `ROOTPART`). Boot 3 from those files: root still `sda1`; `pimigrate rollback --yes`, and the Pi powers off. From the host: every file of the SD card's boot partition is byte-identical to the pristine card's, which boot 1 started, but the initrd, which the kernel hooks rebuilt and boot 3 started"#,
+};
+
 /// `pi3-root-only`: `migrate --no-trial` moves the root to the USB disk
 /// (the boot files stay on the SD card, as a Pi 3 without the OTP bit
 /// needs); the Pi boots it; `verify` passes reading the real device tree;
@@ -164,16 +174,15 @@ pub fn pi3_root_only(_: &ImageSet) -> Result<()> {
 
     // Boot 3: the regenerated boot files still boot the USB root; roll back.
     let rollback = format!("{PROBE}\npimigrate rollback --yes\n");
-    let third = pi.run(&rollback, After::Reboot)?;
+    let third = pi.run(&rollback, After::PowerOff)?;
     let out = third.job_ok()?;
     expect_fact(&facts(&out.stdout), "root", &migration.usb_root)
         .with_context(|| out.stdout.clone())?;
 
-    // Boot 4: the SD card's root again, its boot files as they were.
-    let fourth = pi.run(PROBE, After::PowerOff)?;
-    let f = facts(&fourth.job_ok()?.stdout);
-    expect_fact(&f, "root", "/dev/mmcblk0p2")?;
-    expect_fact(&f, "boot_firmware", "/dev/mmcblk0p1")?;
+    // From the host, the machine off: the SD card's boot files as they
+    // were, which boot 1 booted (no fourth boot: under emulation an ARM
+    // boot costs about 90 CPU seconds, and it would start these same
+    // bytes); the initrd is the one boot 3 started.
     let after = sd_files()?;
     // The initrd is the kernel hooks' (rebuilt in boot 2), not pimigrate's.
     let initrd = |name: &str| name.starts_with("initrd.img-");
@@ -213,7 +222,7 @@ fn migrate_cut_after_the_swap(
         "the swap flushed",
         &format!("{}{DEVICES_JSON}", pimigrate_bin::find_disk(USB_SERIAL)),
         "pimigrate migrate --target \"$target\" --yes --no-trial",
-        CutAt::Point("source-boot-written"),
+        CutAt::point("source-boot-written"),
     )?;
     // What a Pi 3 is, read before the move: from its device tree by the
     // kernel and by the arm64 pimigrate, its controllers and drivers.
@@ -319,6 +328,14 @@ echo "dt_tryboot=$(dt_cell /proc/device-tree/chosen/bootloader/tryboot)"
 echo "dt_boot_mode=$(dt_cell /proc/device-tree/chosen/bootloader/boot-mode)"
 "#;
 
+/// The scenario `pi4-trial`, in [`super::all`]'s order.
+pub const PI4_TRIAL: Scenario = Scenario {
+    name: "pi4-trial",
+    lane: Lane::Arm,
+    run: pi4_trial,
+    about: r#"ARM lane, QEMU 10's `raspi4b` (device tree fitted, `src/machine/raspi4b.rs`), a blank USB disk behind dwc2, the unattended matrix's ARM case. Boot 1: `pimigrate migrate --trial always --auto-commit`: `cmdline.txt` unchanged, `tryboot.txt` written; an fstab line that fails put on the new root; the agent reboots with `"0 tryboot"`. Boot 2 reads `tryboot.txt` (the console says `Machine model: Raspberry Pi 4 Model B`), its systemd stops in emergency mode, records why (on the SD card's root too) and reboots by itself; boot 3, the SD card's system: `status` says `trial-failed`, the record names `mnt-tbbroken.mount`; mended, `"0 tryboot"` again. Boot 4, the trial: the guest reads the flag in /proc/device-tree as `0 0 0 1`, boot mode `0 0 0 1` (the SD card's firmware), root `sda1` with the plan's PARTUUID; then the trial checks and commits itself and says so on the console, and a transient unit the job started (`systemd-run`: the agent's own processes end with it) powers the Pi off once the check has run, so the disks hold ext4's journal applied: `cmdline.txt` names the USB root without the trial's words, `tryboot.txt` is gone, and both roots hold the record `committed`"#,
+};
+
 /// `pi4-trial`: on a Pi 4 (QEMU 10's raspi4b) `migrate --trial always
 /// --auto-commit` moves the root to the USB disk and reboots with "0
 /// tryboot"; the firmware stand-in boots tryboot.txt and sets
@@ -334,48 +351,80 @@ echo "dt_boot_mode=$(dt_cell /proc/device-tree/chosen/bootloader/boot-mode)"
 /// hold the trial's record.
 pub fn pi4_trial(_: &ImageSet) -> Result<()> {
     let Rig { pi, sd, sd_boot } = raspi("pi4-trial", Board::Raspi4b)?;
-    let pristine = fat::read(&sd, &sd_boot, "cmdline.txt")?.context("no cmdline.txt")?;
     let usb = pi.disk("usb")?.image.clone();
     let mut chain = Chain::new(pi, "pi4-trial");
     chain.in_trial = format!(
         "{MODEL_PROBE}{TRYBOOT_PROBE}{}",
-        super::pimigrate_bin::ROOT_PARTUUID
+        crate::machine::pimigrate_bin::ROOT_PARTUUID
     );
+    let (root_partuuid, usb_root) = migrate_for_a_broken_trial(&mut chain, &sd, &sd_boot)?;
+    the_trial_stops_in_emergency_mode(&mut chain)?;
+    the_trial_commits_itself(&mut chain, &root_partuuid, &usb_root)?;
+    let cmdline = fat::read(&sd, &sd_boot, "cmdline.txt")?.context("no cmdline.txt")?;
+    ensure!(
+        cmdline.contains(&format!("root=PARTUUID={root_partuuid} "))
+            && !cmdline.contains("pimigrate.trial"),
+        "the committed cmdline.txt: {cmdline:?}"
+    );
+    ensure!(
+        !fat::exists(&sd, &sd_boot, "tryboot.txt")?,
+        "tryboot.txt is still on the SD card after the commit"
+    );
+    // The trial's record, on the new root and on the SD card's.
+    for (image, number, whose) in [(&usb, 1, "the USB root"), (&sd, 2, "the SD card's root")] {
+        let record =
+            crate::host::inspect::ext4_read(image, number, "/var/lib/pimigrate/trial-outcome.json")
+                .with_context(|| format!("no trial record on {whose}"))?;
+        ensure!(
+            record.contains("\"outcome\": \"committed\""),
+            "the trial record on {whose}: {record}"
+        );
+    }
+    Ok(())
+}
 
-    // Boot 1, SD root: migrate with a trial that commits itself; an fstab
-    // line on the new root that fails; the agent reboots into the trial.
+/// Boot 1, SD root: migrate with a trial that commits itself; an fstab
+/// line on the new root that fails; the agent reboots into the trial.
+/// cmdline.txt stays as it was, tryboot.txt is written. Returns the plan's
+/// root PARTUUID and the USB root's device.
+fn migrate_for_a_broken_trial(
+    chain: &mut Chain,
+    sd: &Path,
+    sd_boot: &Partition,
+) -> Result<(String, String)> {
+    let pristine = fat::read(sd, sd_boot, "cmdline.txt")?.context("no cmdline.txt")?;
     chain.pi.boot_limit = std::time::Duration::from_secs(20 * 60);
     let job = format!(
-        "{}{MOUNT_NEW_ROOT}{}\n{UNMOUNT_NEW_ROOT}",
-        super::setup::migrate_job(USB_SERIAL, "--trial always --auto-commit"),
-        FSTAB.make
+        "{}{}",
+        crate::machine::rig::migrate_job(USB_SERIAL, "--trial always --auto-commit"),
+        FSTAB.make.job_lines()
     );
     let boot = chain.pi.run(&job, After::Tryboot)?;
     let f = facts(&boot.job_ok()?.stdout);
     let root_partuuid = fact(&f, "plan_root_partuuid")?;
     let usb_root = format!("{}1", fact(&f, "target")?);
     ensure!(
-        fat::read(&sd, &sd_boot, "cmdline.txt")?.as_deref() == Some(pristine.as_str()),
+        fat::read(sd, sd_boot, "cmdline.txt")?.as_deref() == Some(pristine.as_str()),
         "a trial migration changed cmdline.txt before the trial"
     );
     ensure!(
-        fat::exists(&sd, &sd_boot, "tryboot.txt")?,
+        fat::exists(sd, sd_boot, "tryboot.txt")?,
         "no tryboot.txt on the SD card after a trial migration"
     );
+    Ok((root_partuuid.to_string(), usb_root))
+}
 
-    // Boots 2 and 3: the trial stops in emergency mode and reboots by
-    // itself; the SD card's system says so and mends the line.
+/// Boots 2 and 3: the trial stops in emergency mode and reboots by itself;
+/// the SD card's system says so and mends the line.
+fn the_trial_stops_in_emergency_mode(chain: &mut Chain) -> Result<()> {
     let back = chain.failed_trial(
         "an fstab line that fails, in a Pi 4 trial (its real tryboot flag)",
         &[
             "stopped in emergency mode",
             &format!("Machine model: {PI4_MODEL}"),
         ],
-        None,
-        &format!(
-            "{WHAT_IT_SAYS}{MOUNT_NEW_ROOT}{}\n{UNMOUNT_NEW_ROOT}",
-            FSTAB.mend
-        ),
+        During::Nothing,
+        &format!("{WHAT_IT_SAYS}{}", FSTAB.mend.job_lines()),
         After::Tryboot,
     )?;
     let trial = &back.boots[0];
@@ -388,11 +437,14 @@ pub fn pi4_trial(_: &ImageSet) -> Result<()> {
     expect_fact(&back.facts, "record", "emergency")?;
     let reason = fact(&back.facts, "record_reason")?;
     ensure!(reason.contains(FSTAB_UNIT), "the record: {reason}");
+    Ok(())
+}
 
-    // Boot 4: the trial comes up; the job reads the flag, then the trial
-    // checks itself and commits. A unit the job starts (outside the
-    // agent's, which ends first) powers the Pi off cleanly once the check
-    // has run, so the disks hold the records with ext4's journal applied.
+/// Boot 4: the trial comes up; the job reads the flag, then the trial
+/// checks itself and commits. A unit the job starts (outside the agent's,
+/// which ends first) powers the Pi off cleanly once the check has run, so
+/// the disks hold the records with ext4's journal applied.
+fn the_trial_commits_itself(chain: &mut Chain, root_partuuid: &str, usb_root: &str) -> Result<()> {
     let then_power_off = format!("{}{POWER_OFF_ONCE_CHECKED}", chain.in_trial);
     chain
         .pi
@@ -418,27 +470,7 @@ pub fn pi4_trial(_: &ImageSet) -> Result<()> {
     expect_fact(&f, "dt_tryboot", "0 0 0 1")?;
     // The firmware came from the SD card (boot mode 1), the root is USB.
     expect_fact(&f, "dt_boot_mode", "0 0 0 1")?;
-    expect_fact(&f, "root", &usb_root).with_context(|| out.stdout.clone())?;
-    expect_fact(&f, "root_partuuid", &root_partuuid)?;
-    let cmdline = fat::read(&sd, &sd_boot, "cmdline.txt")?.context("no cmdline.txt")?;
-    ensure!(
-        cmdline.contains(&format!("root=PARTUUID={root_partuuid} "))
-            && !cmdline.contains("pimigrate.trial"),
-        "the committed cmdline.txt: {cmdline:?}"
-    );
-    ensure!(
-        !fat::exists(&sd, &sd_boot, "tryboot.txt")?,
-        "tryboot.txt is still on the SD card after the commit"
-    );
-    // The trial's record, on the new root and on the SD card's.
-    for (image, number, whose) in [(&usb, 1, "the USB root"), (&sd, 2, "the SD card's root")] {
-        let record =
-            crate::inspect::ext4_read(image, number, "/var/lib/pimigrate/trial-outcome.json")
-                .with_context(|| format!("no trial record on {whose}"))?;
-        ensure!(
-            record.contains("\"outcome\": \"committed\""),
-            "the trial record on {whose}: {record}"
-        );
-    }
+    expect_fact(&f, "root", usb_root).with_context(|| out.stdout.clone())?;
+    expect_fact(&f, "root_partuuid", root_partuuid)?;
     Ok(())
 }

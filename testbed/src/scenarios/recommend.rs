@@ -6,9 +6,10 @@
 //! are its profile's binding limit (50, within 15 %, as issue 4 asks; see
 //! docs/testbed/disks.md).
 
-use super::pimigrate_bin;
-use super::setup::{Rig, Setup};
-use crate::fault::{EmulationFault, FaultKind};
+use super::{Lane, Scenario};
+use crate::machine::fault::{EmulationFault, FaultKind};
+use crate::machine::pimigrate_bin;
+use crate::machine::rig::{Rig, Setup};
 use crate::{After, Boot, Bus, ImageSet, Pi};
 use anyhow::{bail, ensure, Context, Result};
 use serde_json::Value;
@@ -45,6 +46,14 @@ udevadm settle
 pimigrate recommend --json --quick --size 16M --runtime 5 > "$TESTBED/out/recommend.json"
 "#;
 
+/// The module's scenario, in [`super::all`]'s order.
+pub const SCENARIO: Scenario = Scenario {
+    name: "recommend",
+    lane: Lane::Speed,
+    run,
+    about: r#"SD card (`sd-c10`, an older card: beside an A1 card the SSD's CPU-bound gain sat at the 2x threshold), USB flash (`usb-flash`) and USB SSD (`usb-ssd`), each USB disk with a mounted ext4 so its writes are measured: `pimigrate recommend --json --quick --size 16M --runtime 5` (16 MiB files: the card lays out 64 at 0.42 MB/s, 150 s; 5 s tests: in the quick suite's 1.5 s a window edge and the throttle's bursts move a 50 IOPS figure by 15-20 %) picks the SSD, warns `slower-random-writes` for the flash drive (not worth it), whose RND4K Q32 write IOPS are its binding limit, 50 within 15 % (Q1 at most 57.5); a boot stuck in the emergency shell before the job starts (a device missing systemd's 90 s timeout on a loaded host) is power-cycled, at most twice"#,
+};
+
 pub fn run(images: &ImageSet) -> Result<()> {
     let Rig { mut pi, .. } = Setup::new("recommend", &images.bookworm)
         .timed()
@@ -60,7 +69,7 @@ pub fn run(images: &ImageSet) -> Result<()> {
         .build()?;
 
     let boot = run_job(&mut pi)?;
-    let f = super::facts(&boot.job_ok()?.stdout);
+    let f = crate::machine::probe::facts(&boot.job_ok()?.stdout);
     let ssd = f.get("SSD").context("no SSD path")?;
     let flash = f.get("FLASH").context("no FLASH path")?;
     let path = pi.share().dir.join("out/recommend.json");
@@ -147,7 +156,7 @@ fn card_reached_its_profile(doc: &Value, flash: &str) -> Result<()> {
                      {iops:.0}, under half its profile"
                 ),
             },
-            crate::pi::target_dir()
+            crate::machine::pi::target_dir()
                 .join("testbed-logs")
                 .join("recommend"),
             true,

@@ -3,8 +3,8 @@
 //! and its own ids, when the SSD is gone. Three boots:
 //!
 //! 1. On the SD card: `migrate --layout full --table mbr` to the USB SSD,
-//!    then a full sync of the same root to a blank NVMe drive (`sync --to
-//!    --fresh`). (How fast those copies are is `scripts/bench-pi-copy.sh`'s
+//!    then a full sync of the same root to a blank NVMe drive (`sync --target
+//!    --erase`). (How fast those copies are is `scripts/bench-pi-copy.sh`'s
 //!    to measure, against rsync, not this test's.)
 //! 2. On the SSD (BOOT_ORDER USB first, the SD card still in): files
 //!    changed, added, deleted, hard-linked, given an xattr, a mode changed
@@ -17,14 +17,25 @@
 //!    partition 2 with its own PARTUUID, every change is there, and
 //!    `devices` says the system runs from its standby copy.
 
-use super::pimigrate_bin::{self, IDS_UNIQUE, ROOT_PARTUUID};
-use super::setup::{fact, Rig, Setup};
-use super::{expect_fact, facts, PROBE};
-use crate::{fat, After, Bus, ImageSet};
+use super::{Lane, Scenario};
+use crate::host::fat;
+use crate::machine::pimigrate_bin::{self, IDS_UNIQUE, ROOT_PARTUUID};
+use crate::machine::probe::{expect_fact, facts, PROBE};
+use crate::machine::rig::{fact, Rig, Setup};
+use crate::{After, Bus, ImageSet};
 use anyhow::{ensure, Context, Result};
+use std::collections::BTreeMap;
 
 /// The SD card's own root PARTUUID (the bookworm image's disk signature).
 const SD_ROOT: &str = "6c586e13-02";
+
+/// The module's scenario, in [`super::all`]'s order.
+pub const SCENARIO: Scenario = Scenario {
+    name: "sync-standby",
+    lane: Lane::Shared,
+    run,
+    about: r#"`pimigrate sync` ([sync.md](../sync.md)) on the SD card (`sd-unthrottled`), a blank USB SSD and a blank NVMe drive. Boot 1 on the SD card: `migrate --layout full --table mbr` to the SSD exits 0, then `sync --target <nvme> --erase --layout root-only` (a full sync) exits 0 and says the copy would boot (how fast those copies are is the benchmark `pi-copy-bench`'s to measure, [benchmarks](README.md#benchmarks)). Boot 2, NVMe detached, `BOOT_ORDER=0xf14` so the SSD boots with the card still in: a file appended to, one added, one deleted, a hard link, an xattr, a mode alone changed on the running root; `pimigrate sync --yes` finds the card by the journal (layout `full`), says it would boot; 60 new files, a sync killed at its 20th (`PIMIGRATE_FAILPOINT=copy-file@20`, exit 137) leaves `devices --json`'s `standby.state` `syncing` and `devices` saying incomplete; the next sync completes it and `devices` says `standby on /dev/mmcblk0: synced ..., bootable`; from the host (mtools) the card's `cmdline.txt` names its own `PARTUUID=6c586e13-02` and it has no `tryboot.txt`, `pieeprom.upd` or `cmdline.pimigrate.txt`. Boot 3, the SSD gone: the firmware boots the card, root `mmcblk0p2` with PARTUUID `6c586e13-02`, `/boot/firmware` `mmcblk0p1`, every change is there (contents, the hard link's shared inode, the xattr, mode 600, the deletion, the 60 files), and `devices` says it runs from its standby copy"#,
+};
 
 pub fn run(images: &ImageSet) -> Result<()> {
     let Rig {
@@ -68,7 +79,7 @@ ssd=$target
 nvme=$target
 pimigrate migrate --target "$ssd" --yes --layout full --table mbr > "$TESTBED/out/migrate.txt" 2>&1 && st=0 || st=$?
 echo "migrate_status=$st"
-pimigrate --json sync --to "$nvme" --fresh --yes --layout root-only > "$TESTBED/out/sync-full.json" 2> "$TESTBED/out/sync-full.err" && st=0 || st=$?
+pimigrate --json sync --target "$nvme" --erase --yes --layout root-only > "$TESTBED/out/sync-full.json" 2> "$TESTBED/out/sync-full.err" && st=0 || st=$?
 echo "full_sync_status=$st"
 echo "full_sync_bootable=$(jq .bootable "$TESTBED/out/sync-full.json")"
 "#,
@@ -85,11 +96,11 @@ echo "full_sync_bootable=$(jq .bootable "$TESTBED/out/sync-full.json")"
     Ok(())
 }
 
-/// Boot 2: changes on the running root, a sync, a sync killed midway, the
-/// sync that completes it.
-fn sync_from_the_ssd(pi: &mut crate::Pi) -> Result<()> {
-    let job = format!(
-        r#"{PROBE}{ROOT_PARTUUID}
+/// Boot 2's job, between where it came up and the ids: changes on the
+/// running root, a sync, a sync killed midway, the sync that completes it,
+/// a sync cut in the boot tree and the one after it, then the timer's
+/// service run by systemd.
+const CHANGE_AND_SYNC: &str = r#"
 set -u
 t=/srv/sync-test
 mkdir -p "$t/dir"
@@ -128,8 +139,8 @@ PIMIGRATE_FAILPOINT=boot-tree-after-rename pimigrate sync --yes > /dev/null 2>&1
 echo "boot_cut_status=$st"
 # Read where the killed run left it mounted (a second, read-only mount of
 # a filesystem mounted read-write is refused), else mounted here.
-m=$(awk '$1 == "/dev/mmcblk0p1" {{print $2; exit}}' /proc/mounts)
-[ -n "$m" ] || {{ m=$(mktemp -d); mount -o ro /dev/mmcblk0p1 "$m"; }}
+m=$(awk '$1 == "/dev/mmcblk0p1" {print $2; exit}' /proc/mounts)
+[ -n "$m" ] || { m=$(mktemp -d); mount -o ro /dev/mmcblk0p1 "$m"; }
 echo "boot_cut_root=$(grep -o 'root=[^ ]*' "$m/cmdline.txt")"
 pimigrate --json sync --yes > "$TESTBED/out/sync-3.json" 2> "$TESTBED/out/sync-3.err" && st=0 || st=$?
 echo "sync3_status=$st"
@@ -142,9 +153,12 @@ echo "service_status=$st"
 echo "service_result=$(systemctl show -p Result --value pimigrate-sync.service)"
 journalctl -u pimigrate-sync.service --no-pager > "$TESTBED/out/service.log" 2>&1 || true
 echo "after_service=$(pimigrate --json devices | jq -r .standby.state)"
-{IDS_UNIQUE}
-"#
-    );
+"#;
+
+/// Boot 2: changes on the running root, a sync, a sync killed midway, the
+/// sync that completes it.
+fn sync_from_the_ssd(pi: &mut crate::Pi) -> Result<()> {
+    let job = format!("{PROBE}{ROOT_PARTUUID}{CHANGE_AND_SYNC}{IDS_UNIQUE}\n");
     let boot = pi.run(&job, After::PowerOff)?;
     ensure!(
         boot.spec.disk == "ssd",
@@ -153,43 +167,68 @@ echo "after_service=$(pimigrate --json devices | jq -r .standby.state)"
     );
     let out = boot.job_ok()?;
     let f = facts(&out.stdout);
-    let say = || out.stdout.clone();
-    expect_fact(&f, "verify_status", "0").with_context(|| {
+    the_syncs_completed(pi, &f, &out.stdout)?;
+    the_timers_service_ran(pi, &f, &out.stdout)?;
+    ensure!(
+        fact(&f, "root_partuuid")? != SD_ROOT,
+        "the SSD's root carries the SD card's PARTUUID"
+    );
+    Ok(())
+}
+
+/// What boot 2's syncs said: the first found the card by the journal and
+/// would boot; the killed one left the standby `syncing`, the next
+/// completed it; the one cut in the boot tree left the card's own
+/// cmdline.txt, and the next completed that.
+fn the_syncs_completed(pi: &crate::Pi, f: &BTreeMap<String, String>, stdout: &str) -> Result<()> {
+    let say = || stdout.to_string();
+    expect_fact(f, "verify_status", "0").with_context(|| {
         std::fs::read_to_string(pi.share().dir.join("out/verify.txt")).unwrap_or_default()
     })?;
-    expect_fact(&f, "sync1_status", "0").with_context(say)?;
-    expect_fact(&f, "sync1_found_by", "journal")?;
-    expect_fact(&f, "sync1_layout", "full")?;
-    expect_fact(&f, "sync1_bootable", "true")?;
-    expect_fact(&f, "killed_status", "137").with_context(say)?;
-    expect_fact(&f, "after_kill", "syncing")?;
+    expect_fact(f, "sync1_status", "0").with_context(say)?;
+    expect_fact(f, "sync1_found_by", "journal")?;
+    expect_fact(f, "sync1_layout", "full")?;
+    expect_fact(f, "sync1_bootable", "true")?;
+    expect_fact(f, "killed_status", "137").with_context(say)?;
+    expect_fact(f, "after_kill", "syncing")?;
     let devices = std::fs::read_to_string(pi.share().dir.join("out/devices-after-kill.txt"))
         .unwrap_or_default();
     ensure!(
         devices.contains("incomplete"),
         "devices after the killed sync: {devices:?}"
     );
-    expect_fact(&f, "sync2_status", "0").with_context(say)?;
-    expect_fact(&f, "sync2_bootable", "true")?;
-    expect_fact(&f, "after_sync", "complete")?;
-    let line = fact(&f, "standby_line")?;
+    expect_fact(f, "sync2_status", "0").with_context(|| {
+        let out = pi.share().dir.join("out");
+        let read = |name: &str| std::fs::read_to_string(out.join(name)).unwrap_or_default();
+        format!("{}{}", read("sync-2.json"), read("sync-2.err"))
+    })?;
+    expect_fact(f, "sync2_bootable", "true")?;
+    expect_fact(f, "after_sync", "complete")?;
+    let line = fact(f, "standby_line")?;
     ensure!(
         line.contains("/dev/mmcblk0: synced") && line.ends_with("bootable"),
         "devices says: {line:?}"
     );
-    expect_fact(&f, "boot_cut_status", "137").with_context(say)?;
-    expect_fact(&f, "boot_cut_root", &format!("root=PARTUUID={SD_ROOT}"))?;
-    expect_fact(&f, "sync3_status", "0").with_context(say)?;
+    expect_fact(f, "boot_cut_status", "137").with_context(say)?;
+    expect_fact(f, "boot_cut_root", &format!("root=PARTUUID={SD_ROOT}"))?;
+    expect_fact(f, "sync3_status", "0").with_context(say)?;
+    Ok(())
+}
+
+/// Boot 2's timer: installed, its service run by systemd, hardened as the
+/// package ships it, completed the standby.
+fn the_timers_service_ran(
+    pi: &crate::Pi,
+    f: &BTreeMap<String, String>,
+    stdout: &str,
+) -> Result<()> {
+    let say = || stdout.to_string();
     let service_log =
         || std::fs::read_to_string(pi.share().dir.join("out/service.log")).unwrap_or_default();
-    expect_fact(&f, "timer_status", "0").with_context(say)?;
-    expect_fact(&f, "service_status", "0").with_context(service_log)?;
-    expect_fact(&f, "service_result", "success").with_context(service_log)?;
-    expect_fact(&f, "after_service", "complete").with_context(service_log)?;
-    ensure!(
-        fact(&f, "root_partuuid")? != SD_ROOT,
-        "the SSD's root carries the SD card's PARTUUID"
-    );
+    expect_fact(f, "timer_status", "0").with_context(say)?;
+    expect_fact(f, "service_status", "0").with_context(service_log)?;
+    expect_fact(f, "service_result", "success").with_context(service_log)?;
+    expect_fact(f, "after_service", "complete").with_context(service_log)?;
     Ok(())
 }
 

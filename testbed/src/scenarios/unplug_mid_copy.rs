@@ -7,11 +7,13 @@
 //! in, `migrate --resume` (what pimigrate advised) completes the move, which
 //! then boots on the SSD.
 
-use super::pimigrate_bin::{self, JOURNAL_FACTS};
-use super::setup::{fact, Rig, Setup};
-use super::{expect_fact, facts, PROBE};
-use crate::qmp::Unplug;
-use crate::{fat, After, Boot, Ending, ImageSet, Pi};
+use super::{Lane, Scenario};
+use crate::host::fat;
+use crate::machine::pimigrate_bin::{self, JOURNAL_FACTS};
+use crate::machine::probe::{expect_fact, facts, PROBE};
+use crate::machine::qmp::Unplug;
+use crate::machine::rig::{fact, Rig, Setup};
+use crate::{After, Boot, Ending, ImageSet, Pi};
 use anyhow::{ensure, Context, Result};
 use std::time::{Duration, Instant};
 
@@ -29,6 +31,14 @@ echo "journal_done=$(jq -c .done /var/lib/pimigrate/migration.json)"
 echo "target_present=$([ -b "$target" ] && echo yes || echo no)"
 echo "mounts_left=$(findmnt -rn -o TARGET | grep -c '^/run/pimigrate' || true)"
 "#;
+
+/// The module's scenario, in [`super::all`]'s order.
+pub const SCENARIO: Scenario = Scenario {
+    name: "unplug-mid-copy",
+    lane: Lane::Shared,
+    run,
+    about: r#"`pimigrate migrate --no-trial --table mbr` to a blank USB SSD (UAS); 5 s after pimigrate's stderr (written straight into the share) says `copying the root filesystem`, the harness unplugs the SSD through QEMU's monitor (`Pi::prepare_unplug`, QMP `device_del` of `uas-ssd`, waiting for `DEVICE_DELETED`) while the guest keeps running. pimigrate exits 1 (not the 124 of a hang) with an error naming `/dev/sda` as unplugged and advising `pimigrate migrate --resume`; the journal's `done` is `["partitioned","formatted"]`, no `/run/pimigrate` mount is left, and every file of the SD card's boot partition is byte-identical to before. Boot 2, the SSD plugged in again: root `mmcblk0p2` (the SD card boots as before), then `pimigrate migrate --resume --yes` finishes; boot 3: root is the SSD's partition 1, `verify --no-bench` exits 0, the SD card's `cmdline.txt` names the plan's PARTUUID"#,
+};
 
 pub fn run(images: &ImageSet) -> Result<()> {
     let Rig {

@@ -1,10 +1,19 @@
 //! The firmware's boot order: with the SD card removed, a Pi 4 boots the USB
 //! SSD's first FAT partition (what a full move relies on).
 
-use super::setup::{Rig, Setup};
-use super::{expect_fact, facts, PROBE};
+use super::{Lane, Scenario};
+use crate::machine::probe::{expect_fact, facts, PROBE};
+use crate::machine::rig::{Rig, Setup};
 use crate::{After, Bus, Disk, Ending, ImageSet};
 use anyhow::{ensure, Result};
+
+/// The module's scenario, in [`super::all`]'s order.
+pub const SCENARIO: Scenario = Scenario {
+    name: "usb-boot",
+    lane: Lane::Shared,
+    run,
+    about: r#"the SD card removed, the firmware boots the USB SSD (a copy of the card): root `sda2`, `/boot/firmware` `sda1`"#,
+};
 
 pub fn run(images: &ImageSet) -> Result<()> {
     let Rig { mut pi, .. } = Setup::new("usb-boot", &images.bookworm)

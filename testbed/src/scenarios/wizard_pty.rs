@@ -9,10 +9,11 @@
 //! (`<run>-NN-<step>.screen.txt`, what was visible at that moment, and
 //! `<run>.transcript.txt`, the whole scrollback), for a reviewer to read.
 
-use super::pimigrate_bin::{self, JOURNAL_FACTS};
-use super::setup::{fact, Rig, Setup};
-use super::{expect_fact, facts, PROBE};
-use crate::mbr::Mbr;
+use super::{Lane, Scenario};
+use crate::host::mbr::Mbr;
+use crate::machine::pimigrate_bin::{self, JOURNAL_FACTS};
+use crate::machine::probe::{expect_fact, facts, PROBE};
+use crate::machine::rig::{fact, Rig, Setup};
 use crate::{After, Ending, ImageSet, Pi};
 use anyhow::{ensure, Context, Result};
 use std::collections::BTreeMap;
@@ -86,6 +87,14 @@ echo "status=$(wait_exit 60)"
 echo "cursor=$(cursor_left)"
 term_stop
 "#;
+
+/// The module's scenario, in [`super::all`]'s order.
+pub const SCENARIO: Scenario = Scenario {
+    name: "wizard-pty",
+    lane: Lane::Shared,
+    run,
+    about: r#"`pimigrate` with no arguments in an 80x24 tmux terminal in the guest (`TERM=xterm-256color`, UTF-8), answered by reading the screen (`wizard_pty.sh`): benchmarks skipped, the SSD chosen, root only; run 1 reads the plan, types half the disk's name and presses Ctrl-C: exit status 130, "Stopped: nothing was changed.", the cursor shown again, no journal, and from the host the SSD has no MBR and its first and last MiB are zero; run 2 types the name: the plan for that disk, its fstab and `cmdline.txt` diffs and the question to type the name were on screen, the migration ends with "Done", the next steps (reboot, `sudo pimigrate verify`, `sudo pimigrate rollback`), the offer to reboot now (answered no: the host reboots the guest), status 0, the SSD's partition 1 has the journal's PARTUUID; reboot: root is that partition, `/boot/firmware` still `mmcblk0p1`"#,
+};
 
 pub fn run(images: &ImageSet) -> Result<()> {
     let Rig { mut pi, .. } = Setup::new("wizard-pty", &images.bookworm)

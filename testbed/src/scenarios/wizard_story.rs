@@ -13,11 +13,13 @@
 //! The recommendation and the before/after table, as a person reads them,
 //! are kept in the log folder (`recommendation.txt`, `before-after.txt`).
 
-use super::pimigrate_bin::{self, JOURNAL_FACTS, ROOT_PARTUUID, TRIAL_SYSROOT};
-use super::setup::{fact, Rig, Setup};
-use super::{expect_fact, facts, PROBE};
-use crate::mbr::Partition;
-use crate::{fat, After, Boot, Bus, Ending, ImageSet, Pi};
+use super::{Lane, Scenario};
+use crate::host::fat;
+use crate::host::mbr::Partition;
+use crate::machine::pimigrate_bin::{self, JOURNAL_FACTS, ROOT_PARTUUID, TRIAL_SYSROOT};
+use crate::machine::probe::{expect_fact, facts, PROBE};
+use crate::machine::rig::{fact, Rig, Setup};
+use crate::{After, Boot, Bus, Ending, ImageSet, Pi};
 use anyhow::{ensure, Context, Result};
 use serde_json::Value;
 use std::fs;
@@ -91,6 +93,14 @@ pimigrate verify --json --quick > "$TESTBED/out/verify.json"
 "#
     )
 }
+
+/// The module's scenario, in [`super::all`]'s order.
+pub const SCENARIO: Scenario = Scenario {
+    name: NAME,
+    lane: Lane::Speed,
+    run,
+    about: r#"the whole story, what `scripts/demo.sh` shows: SD card (`sd-a1`), USB flash (`usb-flash`, 4 GiB, a mounted ext4 with files, as a user's stick is) and a blank USB SSD (`usb-ssd`, 8 GiB, no table or filesystem, as a new one comes: the wizard measures its writes on the raw device itself, since `--yes --target` names it and it is erased anyway). Boot 1: `pimigrate wizard --yes --target <ssd> --layout root-only --quick --trial` benchmarks, recommends, plans, migrates; `recommend --reuse --json` on the reports it saved picks the SSD, warns `slower-random-writes` for the flash drive (not worth it), every drive with write figures (the SSD's from the raw device); `cmdline.txt` unchanged, `tryboot.txt` and the trial command line on the SD card; the agent reboots with `"0 tryboot"`. Boot 2 reads `tryboot.txt`: root is the SSD's partition 1 with the plan's PARTUUID; `verify --commit --sysroot` commits, then a live `verify --quick` prints the before/after table against the SD card's report (`before-after.txt`); from the host: `cmdline.txt` names the SSD, `cmdline.txt.pimigrate-backup` is the pristine one, the tryboot files are gone. Boot 3 reads `config.txt`: root on the SSD, `verify --json --quick` passes, sees the commit, and its RND4K Q32 write speed-up against the SD card's report is above 1. Kept in the log folder: `recommendation.txt` (the wizard's table and verdict), `before-after.txt`, `recommend.json`, `verify.json`, `wizard.txt`"#,
+};
 
 pub fn run(images: &ImageSet) -> Result<()> {
     let Rig {
