@@ -7,7 +7,7 @@
 # every run, the three taking turns:
 #   migrate  pimigrate migrate --table mbr --no-trial (root-only): the copy
 #            step of its output, both passes and the flush, then rollback
-#   sync     pimigrate sync --to <ssd> --fresh --layout root-only: its copy
+#   sync     pimigrate sync --target <ssd> --erase --layout root-only: its copy
 #            step and its flush step
 #   rsync    rsync -aHAXx --numeric-ids from a read-only bind mount of /
 #            (pimigrate's default exclusions) onto a fresh ext4 of the same

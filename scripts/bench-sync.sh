@@ -142,7 +142,7 @@ say "tree: $entries entries, $((bytes >> 20)) MiB"
 
 say "the first copies (pimigrate: the standby's layout and a full copy)"
 if [[ ! -s $state/standby.json ]]; then
-    psync --json sync --to "$standby_loop" --yes --seed 7 >"$work/first.json" ||
+    psync --json sync --target "$standby_loop" --yes --seed 7 >"$work/first.json" ||
         die "pimigrate's first sync failed: $(tail -c 2000 "$work/first.json")"
 fi
 rsync -aHAX --delete --numeric-ids "$tree/" "$rs/"

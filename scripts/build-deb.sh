@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Debian package: target/debian/pimigrate_<version>-<revision>_<arch>.deb
 # (the version and the Debian revision from Cargo.toml; what the package
-# holds besides the program comes from packaging/deb/ and
-# examples/gen-assets.rs; docs/packaging.md).
+# holds besides the program comes from packaging/deb/ and the tool crate's
+# `cargo xtask assets`; docs/packaging.md).
 #
 #   scripts/build-deb.sh                # this machine's architecture
 #   scripts/build-deb.sh --arch arm64   # 64-bit Raspberry Pi OS (Pi 3, 4, 5, Zero 2 W)
@@ -50,9 +50,9 @@ if [[ $arch == "$host_arch" ]]; then
     [[ $binary_only == no ]] || die "--binary-only is for the cross builds (--arch arm64 or armhf)"
     ensure_build_tools
     # The man pages, completions, units and documentation, and the
-    # copyright file naming the crates linked for this target.
-    host_triple=$(rustc -vV | sed -n 's/^host: //p')
-    cargo run --locked --quiet --example gen-assets -- target/assets "$host_triple" >/dev/null
+    # copyright file naming the crates linked for this target (the tool
+    # crate, xtask/, built for this machine; it says what failed).
+    cargo xtask assets target/assets >/dev/null || die "could not write target/assets (see above)"
     if ! cargo deb --version >/dev/null 2>&1; then
         say "installing cargo-deb"
         cargo install cargo-deb --locked
@@ -75,7 +75,7 @@ ensure_build_chroot
 started=$SECONDS
 say "building the $arch package for $triple with glibc $pi_glibc (in $build_chroot)"
 if [[ $binary_only == yes ]]; then
-    in_build_chroot "$PWD" cargo zigbuild --locked --release --target "$triple.$pi_glibc" >&2
+    in_build_chroot "$PWD" cargo zigbuild --locked --release -p pimigrate --target "$triple.$pi_glibc" >&2
     say "built the $arch binary in $((SECONDS - started)) s (--binary-only: not packed)"
     exit 0
 fi
@@ -83,21 +83,23 @@ out=$PWD/target/debian
 mkdir -p "$out"
 # The man pages, completions, units and documentation are text, the same
 # for every architecture and compiler (the copyright file names the crates
-# linked for the target): this machine's cargo makes them when it has one
-# (its build of the library is usually there already), else the chroot's,
-# which first compiles the library for the host once more.
+# linked for the target): the tool crate (xtask/, built for the host only;
+# the Pi's build below is `-p pimigrate`) writes them with this machine's
+# cargo when it has one (its build of the library is usually there
+# already), else with the chroot's, which first compiles the library for
+# the host once more.
 gen_assets=yes
 if command -v cargo >/dev/null 2>&1; then
-    cargo run --locked --quiet --example gen-assets -- target/assets "$triple" >/dev/null
+    cargo xtask assets target/assets --target "$triple" >/dev/null || die "could not write target/assets (see above)"
     gen_assets=no
 fi
 in_build_chroot "$PWD" bash -euc '
     triple=$1 glibc=$2 out=$3 gen_assets=$4
     shift 4
     if [ "$gen_assets" = yes ]; then
-        cargo run --locked --quiet --example gen-assets -- target/assets "$triple" >/dev/null
+        cargo xtask assets target/assets --target "$triple" >/dev/null
     fi
-    cargo zigbuild --locked --release --target "$triple.$glibc"
+    cargo zigbuild --locked --release -p pimigrate --target "$triple.$glibc"
     cargo deb --locked --no-build --target "$triple" --output "$out/" "$@"
 ' _ "$triple" "$pi_glibc" "$out" "$gen_assets" "${args[@]}" >&2
 deb=$out/pimigrate_${deb_version}_${arch}.deb

@@ -4,10 +4,11 @@
 # overrides the package ships, each with its reason), the control fields,
 # every file it installs, the documentation's links, the binary's
 # --version, the man pages and what they name, the completions, the sync
-# timer's units as systemd reads them, and that apt can resolve its
-# dependencies on this machine. For this machine's architecture it also
-# installs the package with apt in a clean Debian bookworm root, as an
-# upgrade of the previous build, runs its sync timer's set-up there, and
+# timer's and the check's units as systemd reads them, and that apt can
+# resolve its dependencies on this machine. For this machine's
+# architecture it also installs the package with apt in a clean Debian
+# bookworm root, as an upgrade of the previous build (the check's timer
+# enabled, the sync's not), runs its sync timer's set-up there, and
 # removes and purges it, checking that the purge leaves nothing of
 # pimigrate's. For --arch arm64 or armhf (cross-built,
 # scripts/build-deb.sh) it also checks that the binary is for that CPU and
@@ -105,7 +106,10 @@ echo 'a migration' >/var/log/pimigrate/migrate-1.log
 apt install /tmp/new.deb
 check "apt upgrades it to $NEW_VERSION" test "$(installed)" = "$NEW_VERSION"
 check "the package's units are in /usr/lib/systemd/system" test -f /usr/lib/systemd/system/pimigrate-sync.timer
-check "the package enables no timer" test ! -e $etc/timers.target.wants/pimigrate-sync.timer
+check "the package enables no sync timer" test ! -e $etc/timers.target.wants/pimigrate-sync.timer
+check "the package enables the check's timer" test -L $etc/timers.target.wants/pimigrate-check.timer
+check "the check says there is nothing to check without a migration (exit 0)" \
+    sh -c 'out=$(pimigrate status --check) && echo "$out" | grep -q "^Nothing to check: "'
 pimigrate sync --install-timer weekly --exclude '/srv/a b' >/tmp/timer.log 2>&1
 status=$?
 check "sync --install-timer sets the timer up (exit $status: $(tail -1 /tmp/timer.log))" test $status = 0
@@ -192,7 +196,7 @@ check "installs the fish completion" installs -rw-r--r-- usr/share/fish/vendor_c
 check "installs the README" installs -rw-r--r-- usr/share/doc/pimigrate/README.md.gz
 check "installs the copyright file" installs -rw-r--r-- usr/share/doc/pimigrate/copyright
 check "installs changelog.Debian.gz" installs -rw-r--r-- usr/share/doc/pimigrate/changelog.Debian.gz
-for unit in pimigrate-sync.service pimigrate-sync.timer; do
+for unit in pimigrate-sync.service pimigrate-sync.timer pimigrate-check.service pimigrate-check.timer; do
     check "installs the unit $unit" installs -rw-r--r-- "usr/lib/systemd/system/$unit"
 done
 for script in postinst prerm postrm; do
@@ -215,6 +219,9 @@ check "copyright is machine-readable (DEP-5) and names the crates linked" \
     grep -q '^Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/$' "$doc/copyright"
 check "copyright names the crates linked into the program (clap, nix)" \
     grep -qE '^ (clap|nix) [0-9.]+: ' "$doc/copyright"
+# The tool crate's (xtask/: man pages, completions) are not linked.
+check "copyright names no crate only the tools use (clap_mangen, clap_complete, roff)" \
+    bash -c '! grep -qE "^ (clap_mangen|clap_complete|roff) [0-9.]+: " "$1"' _ "$doc/copyright"
 
 # Every link between the installed pages leads to a file of the package.
 doc_links_ok() {
@@ -240,7 +247,7 @@ check "the documentation is more than the README ($(find "$doc" -name '*.md*' | 
 # in the package's tree).
 if command -v systemd-analyze >/dev/null; then
     verified=$(systemd-analyze verify --root="$tree" --man=no --recursive-errors=no \
-        pimigrate-sync.service pimigrate-sync.timer 2>&1)
+        pimigrate-sync.service pimigrate-sync.timer pimigrate-check.service pimigrate-check.timer 2>&1)
     check "systemd-analyze verify accepts the packaged units${verified:+: $verified}" test -z "$verified"
 else
     fail "systemd-analyze (systemd) is installed to check the units"

@@ -259,6 +259,14 @@ ensure_qemu_user() {
                 die "could not register $interp with binfmt_misc for $cpu"
         fi
         [[ $(head -1 "$entry") == enabled ]] || echo 1 >"$entry"
+        # Debian's name for the entry, when nothing registered it (a new
+        # machine where qemu-user-static's binfmt.d file was never loaded):
+        # the same QEMU 10 under that name, which the ARM lane's image
+        # recipe looks for (testbed/image-arm64/build-image.sh).
+        if [[ ! -e /proc/sys/fs/binfmt_misc/qemu-$cpu ]]; then
+            printf '%s' ":qemu-$cpu:$type:$offset:$magic:$mask:$interp:$flags" >/proc/sys/fs/binfmt_misc/register ||
+                die "could not register $interp with binfmt_misc as qemu-$cpu"
+        fi
     done
 }
 

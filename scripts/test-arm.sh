@@ -77,7 +77,8 @@ not_under_qemu=(
     ensure_qemu_user
     # What the host tests run, as in scripts/test.sh.
     ensure_packages mkfs.ext4=e2fsprogs losetup=mount mkfs.vfat=dosfstools mcopy=mtools sfdisk=fdisk \
-        rsync=rsync setfacl=acl getfattr=attr setcap=libcap2-bin fio=fio tmux=tmux groff=groff-base
+        rsync=rsync setfacl=acl getfattr=attr setcap=libcap2-bin fio=fio tmux=tmux groff=groff-base \
+        mkfs.btrfs=btrfs-progs
 ) || stop "the ARM tests' prerequisites are missing (see above)"
 
 passed=0 failed=0
@@ -111,8 +112,10 @@ for arch in "${arches[@]}"; do
 done
 say "building the tests for ${arches[*]} with rustc $rustc (rust-version $need)"
 build_started=$SECONDS
-# --tests: the test targets only; plain `cargo test` also builds the
-# examples, host tools that never run on a Pi.
+# -p pimigrate --tests: the product's test targets only; plain `cargo
+# test` also builds the examples (copy-tree, a host benchmark's driver),
+# and the tool crate (xtask/: docs, man pages, the package's files) is
+# the host's, never built for a Pi.
 if in_build_chroot "$PWD" "${build_env[@]}" cargo test --locked -p pimigrate --tests --no-run \
     "${targets[@]}" --message-format=json-render-diagnostics >"$logs/build.json" 2>"$logs/build.err"; then
     build_ok=yes

@@ -196,7 +196,8 @@ setup() {
         set -e
         ensure_packages mkfs.ext4=e2fsprogs losetup=mount mkfs.vfat=dosfstools mcopy=mtools sfdisk=fdisk \
             rsync=rsync setfacl=acl getfattr=attr setcap=libcap2-bin fio=fio tmux=tmux groff=groff-base \
-            objdump=binutils debootstrap=debootstrap unshare=util-linux python3=python3 lspci=pciutils
+            objdump=binutils debootstrap=debootstrap unshare=util-linux python3=python3 lspci=pciutils \
+            mkfs.btrfs=btrfs-progs
         [[ $mode == quick ]] || ensure_qemu_user
         [[ $mode == no-testbed ]] || testbed/run.sh --packages
     )

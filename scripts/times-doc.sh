@@ -43,5 +43,5 @@ awk -v table="$table" '
 mv "$doc.new" "$doc"
 echo "times-doc: $doc updated from $tsv"
 # README's line on how long the demo and the test run take is generated
-# from this table (src/docgen.rs): bring it along.
-cargo run --quiet --example write-docs
+# from this table (xtask/src/docgen.rs): bring it along.
+cargo xtask write-docs
