@@ -214,3 +214,29 @@ fn partitions_are_read_from_the_table_even_without_kernel_partition_devices() {
     assert_eq!(part["start_bytes"], 4u64 << 20);
     assert_eq!(part["size_bytes"], 64u64 << 20);
 }
+
+/// The commit's last look at the new drive reads a real block device past
+/// the page cache (O_DIRECT): a loop disk answers, and a loop device with
+/// nothing behind it (detached, as a pulled drive's node reads) does not.
+#[test]
+fn a_loop_disk_answers_the_commits_last_look() {
+    if !require_root("the commit's look at a real block device") {
+        return;
+    }
+    let disk = LoopDisk::new(64 << 20);
+    let name = disk.device.trim_start_matches("/dev/");
+    let host = pimigrate::host::Host::with_root(std::path::Path::new("/"));
+    pimigrate::verify::answers::partition_answers(&host, name)
+        .unwrap_or_else(|e| panic!("{} should answer: {e:#}", disk.device));
+    // An empty image: a loop device whose reads return nothing.
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.img");
+    std::fs::write(&empty, b"").unwrap();
+    let nothing = Loop::attach(&empty, None, true);
+    let err = pimigrate::verify::answers::partition_answers(
+        &host,
+        nothing.device.trim_start_matches("/dev/"),
+    )
+    .expect_err("a loop device with no data behind it does not answer");
+    assert!(format!("{err:#}").contains("does not answer"), "{err:#}");
+}

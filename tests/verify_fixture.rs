@@ -544,6 +544,32 @@ fn resume_on_the_new_root_completes_its_journal() {
     assert_eq!(pi.read("/boot/firmware/cmdline.txt"), ORIGINAL_CMDLINE);
 }
 
+/// The new drive pulled out while the trial checks itself: every check
+/// passes on what the system said as they began, but the commit asks the
+/// drive itself (here the kernel has set its disk offline, as it does a
+/// USB disk that stopped answering before it removes it) and changes
+/// nothing.
+#[test]
+fn commit_is_refused_when_the_new_drive_stops_answering() {
+    let pi = Machine::new();
+    let scsi_device = "/sys/devices/platform/scb/fd500000.pcie/pci0000:00/0000:00:00.0/0000:01:00.0/usb2/2-2/2-2:1.0/host0/target0:0:0/0:0:0:0";
+    pi.write(&format!("{scsi_device}/state"), "offline\n");
+    let (code, report) = pi.verify(&["--commit"]);
+    assert_eq!(code, 5, "{report:#}");
+    let refused = report["refused"][0].as_str().unwrap();
+    assert!(
+        refused.contains("not committed") && refused.contains("/dev/sda1's disk is offline"),
+        "{refused}"
+    );
+    assert_eq!(pi.read("/boot/firmware/cmdline.txt"), ORIGINAL_CMDLINE);
+    assert!(pi.path("/boot/firmware/cmdline.pimigrate.txt").exists());
+    assert!(pi.journal().committed.is_none());
+
+    // Running, it answers, and the same trial commits.
+    pi.write(&format!("{scsi_device}/state"), "running\n");
+    commits(&pi);
+}
+
 #[test]
 fn commit_is_refused_outside_the_trial_boot_and_changes_nothing() {
     let pi = Machine::new();

@@ -18,6 +18,7 @@ use anyhow::{bail, Result};
 
 pub fn run(_cli: &Cli, args: &TrialCheckArgs, host: &Host) -> Result<u8> {
     crate::privilege::require_root("the trial's check commits and records on the SD card")?;
+    keep_in_memory();
     let state_dir = host.path(&host.state_dir);
     let Some(journal) = Journal::load(&state_dir)? else {
         bail!(
@@ -33,6 +34,16 @@ pub fn run(_cli: &Cli, args: &TrialCheckArgs, host: &Host) -> Result<u8> {
         TrialAction::Check => check(host, &system, &journal),
         TrialAction::Failed { why } => failed(&system, &journal, why),
     }
+}
+
+/// This program and its libraries, every page read in and kept in memory
+/// now: they live on the new root, and a new drive pulled out during the
+/// check would otherwise kill the check with SIGBUS at its next page not
+/// yet read, before it could record why on the SD card. Without the lock
+/// (a limit on locked memory) the check goes on as before.
+fn keep_in_memory() {
+    // SAFETY: mlockall takes flags only and changes no memory.
+    let _ = unsafe { libc::mlockall(libc::MCL_CURRENT) };
 }
 
 /// Verify with `--commit` (a commit records itself), then record what

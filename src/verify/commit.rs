@@ -24,6 +24,7 @@ pub fn commit(
     journal: &mut Journal,
     expected: &Expected,
     state_dir: &Path,
+    still_answers: &dyn Fn() -> Result<()>,
 ) -> Result<Vec<String>> {
     let Some(trial) = &expected.trial else {
         bail!("this migration had no trial boot: nothing to commit");
@@ -72,6 +73,19 @@ pub fn commit(
     // before the journal says so is finished by `verify --commit` in that
     // boot (see `Expected::commit_interrupted`).
     crate::failpoint::hit(crate::failpoint::COMMIT_AFTER_SWAP).context(Writing::Tidying)?;
+    // The new drive gone as the swap was made (it answered just before):
+    // the SD card's own command line goes back, and its next boot is the
+    // SD card's as before.
+    if let Err(why) = still_answers() {
+        let original = boot.read(&backup)?;
+        boot.replace(cmdline, &original)
+            .context(Writing::SdCardBootFiles)?;
+        bail!(
+            "not committed: {why:#} once {} was swapped; it holds its original command line \
+             again, so the SD card starts next",
+            boot.resolve(cmdline).display()
+        );
+    }
     done.push(format!(
         "{} now holds the trial's command line{} (the original is in {})",
         boot.resolve(cmdline).display(),

@@ -5,6 +5,7 @@
 
 pub mod after;
 pub mod after_move;
+pub mod answers;
 pub mod checks;
 pub mod commit;
 pub mod compare;

@@ -4,7 +4,9 @@
 use super::after::{self, BenchInputs};
 use super::expected::Expected;
 use super::state::{commit_refusal, not_yet, trial_did_not_run, CommitRefusal};
-use super::{checks, commit, health, rollback_advice, Stopped, TrialState, Verdict, Verification};
+use super::{
+    answers, checks, commit, health, rollback_advice, Stopped, TrialState, Verdict, Verification,
+};
 use crate::apply::boot_partition::BootWriter;
 use crate::apply::state::StateLock;
 use crate::apply::trial_outcome::{Outcome, TrialOutcome};
@@ -14,6 +16,7 @@ use crate::state::journal::Journal;
 use crate::system::disks::Disk;
 use crate::system::kernel_events::KernelLog;
 use crate::system::power::read_throttled;
+use crate::system::source::resolve;
 use crate::system::System;
 use anyhow::{bail, Result};
 use std::ops::ControlFlow;
@@ -173,15 +176,27 @@ fn write_asked(
         match commit_refusal(system, expected, passed) {
             Some(CommitRefusal::Refused(why)) => v.refused.push(why),
             Some(CommitRefusal::NothingToDo(why)) => v.message = Some(why),
-            None if expected.layout == crate::plan::Layout::Full => {
-                let lock = lock.as_ref().expect("taken for --commit");
-                v.actions.extend(commit::commit_full(
-                    system, lock, journal, expected, state_dir,
-                )?)
-            }
-            None => v
-                .actions
-                .extend(commit::commit(boot, journal, expected, state_dir)?),
+            None => match new_root_answers(host, system, expected) {
+                Err(why) => v
+                    .refused
+                    .push(format!("not committed: {why:#}; nothing was changed")),
+                Ok(()) if expected.layout == crate::plan::Layout::Full => {
+                    let lock = lock.as_ref().expect("taken for --commit");
+                    v.actions.extend(commit::commit_full(
+                        system, lock, journal, expected, state_dir,
+                    )?)
+                }
+                Ok(()) => {
+                    let still_answers = || new_root_answers(host, system, expected);
+                    v.actions.extend(commit::commit(
+                        boot,
+                        journal,
+                        expected,
+                        state_dir,
+                        &still_answers,
+                    )?)
+                }
+            },
         }
     } else if passed && expected.trial_pending() {
         v.message =
@@ -198,6 +213,16 @@ fn write_asked(
         )?);
     }
     Ok(())
+}
+
+/// The new root's partition, asked once more as the commit is made: the
+/// checks read the system as it was when they began (`answers`). When
+/// its id does not name exactly one partition the checks failed already.
+fn new_root_answers(host: &Host, system: &System, expected: &Expected) -> Result<()> {
+    match resolve(&expected.root_spec(), &system.disks).as_slice() {
+        [device] => answers::partition_answers(host, device),
+        _ => Ok(()),
+    }
 }
 
 /// Every commit leaves its record where the SD card's system reads it, as

@@ -158,7 +158,11 @@ const PULLED_DURING_THE_CHECK: Breakage = Breakage {
         when: "pimigrate: checking the trial of",
         in_trial: UDEV_BUSY,
     },
-    signs: &[SHUTDOWN_PROGRAM_GONE, "reboot: Restarting system"],
+    signs: &[
+        UDEV_HELD,
+        SHUTDOWN_PROGRAM_GONE,
+        "reboot: Restarting system",
+    ],
     report: Report::stage("trial-did-not-come-up")
         .or_stage("trial-failed")
         .login(&["nothing was committed"]),
@@ -174,14 +178,21 @@ const SHUTDOWN_PROGRAM_GONE: &str = "Failed to execute shutdown binary";
 /// (a runtime rule whose program sleeps, on a change event), so that the
 /// check, which starts by waiting for udev to settle, is still running
 /// when the harness pulls the drive. The rule is in /run: gone at the
-/// next boot.
+/// next boot. The job runs before multi-user.target, so before the check;
+/// it says on the console ([`UDEV_HELD`], one of the row's signs) once
+/// udev's queue is seen held, so a rule udev did not take fails the row
+/// instead of leaving the pull to a race with the check.
 const UDEV_BUSY: &str = r#"
-busy=/dev/$(lsblk -dno NAME,SERIAL | awk '$2 == "TB-SSD" { print $1 }')
+busy=$(lsblk -dno NAME,SERIAL | awk '$2 == "TB-SSD" { print $1 }')
 mkdir -p /run/udev/rules.d
-echo "ACTION=="change", KERNEL=="${busy#/dev/}", RUN+="/bin/sleep 45"" > /run/udev/rules.d/99-tb-busy.rules
+printf 'ACTION=="change", KERNEL=="%s", RUN+="/bin/sleep 45"\n' "$busy" > /run/udev/rules.d/99-tb-busy.rules
 udevadm control --reload
-udevadm trigger --action=change "$busy"
+udevadm trigger --action=change "/dev/$busy"
+udevadm settle --timeout=3 || echo "testbed: udev held for the check" > /dev/console
 "#;
+
+/// What [`UDEV_BUSY`] says once udev's queue is held.
+const UDEV_HELD: &str = "testbed: udev held for the check";
 
 /// The new drive gone at the trial of a root-only move: the initramfs
 /// gives up on its root after 30 s and panics, `panic=` resets.
