@@ -26,12 +26,14 @@ pub fn partition_answers(host: &Host, device: &str) -> Result<()> {
     if !sys.exists() {
         bail!("/dev/{name} is no longer attached (the kernel removed it)");
     }
-    // A SCSI disk (USB, SATA) the kernel gave up on: `offline`, before
-    // it is removed. The partition's disk is its sysfs parent.
+    // The disk's device as the kernel sees it: a SCSI disk (USB, SATA) is
+    // `running`, an NVMe drive's controller `live`; one the kernel gave up
+    // on (`offline`, before it is removed) or is resetting is neither. The
+    // partition's disk is its sysfs parent; an SD card has no such state.
     for state in [sys.join("device/state"), sys.join("../device/state")] {
         if let Ok(state) = std::fs::read_to_string(&state) {
             let state = state.trim();
-            if state != "running" {
+            if !matches!(state, "running" | "live") {
                 bail!("/dev/{name}'s disk is {state}, no longer running");
             }
             break;
@@ -105,8 +107,20 @@ mod tests {
 
     #[test]
     fn an_attached_running_disk_answers() {
-        let (_dir, host) = machine_with(&[("sda", Some("running")), ("nvme0n1", None)]);
-        partition_answers(&host, "sda").unwrap();
+        let (_dir, host) = machine_with(&[
+            ("sda", Some("running")),
+            ("nvme0n1", Some("live")),
+            ("mmcblk0", None),
+        ]);
+        partition_answers(&host, "/dev/sda").unwrap();
         partition_answers(&host, "nvme0n1").unwrap();
+        partition_answers(&host, "mmcblk0").unwrap();
+    }
+
+    #[test]
+    fn an_nvme_drive_being_reset_does_not_answer() {
+        let (_dir, host) = machine_with(&[("nvme0n1", Some("resetting"))]);
+        let err = partition_answers(&host, "nvme0n1").unwrap_err();
+        assert!(format!("{err:#}").contains("is resetting"), "{err:#}");
     }
 }
