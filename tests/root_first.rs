@@ -38,16 +38,26 @@ impl AsNobody {
         Some(AsNobody { _dir: dir, binary })
     }
 
+    /// Another test's child, forked while the copy was still open for
+    /// writing, can hold it until its own exec: setpriv's exec of the copy
+    /// then fails with "Text file busy" (ETXTBSY), for moments.
     fn run(&self, args: &[&str]) -> Output {
-        Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .arg(&self.binary)
-            .args(args)
-            // Somewhere nobody may be, so nothing depends on the caller's.
-            .current_dir("/")
-            .env_remove("PIMIGRATE_TOOLS_PATH")
-            .output()
-            .expect("running setpriv")
+        for _ in 0..100 {
+            let output = Command::new("setpriv")
+                .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+                .arg(&self.binary)
+                .args(args)
+                // Somewhere nobody may be, so nothing depends on the caller's.
+                .current_dir("/")
+                .env_remove("PIMIGRATE_TOOLS_PATH")
+                .output()
+                .expect("running setpriv");
+            if !String::from_utf8_lossy(&output.stderr).contains("Text file busy") {
+                return output;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("setpriv: the copied program stayed busy (ETXTBSY) for 5 s");
     }
 }
 

@@ -68,17 +68,33 @@ fn install_timer(program: &Path, root: &Path, extra: &[&str]) -> Output {
     for exclude in EXCLUDES {
         command.arg("--exclude").arg(exclude);
     }
-    command.args(extra).output().unwrap()
+    run_copied_program(command.args(extra))
 }
 
 fn remove_timer(program: &Path, root: &Path) -> Output {
-    Command::new(program)
-        .env_remove("PIMIGRATE_TOOLS_PATH")
-        .arg("--sysroot")
-        .arg(root)
-        .args(["--json", "sync", "--remove-timer"])
-        .output()
-        .unwrap()
+    run_copied_program(
+        Command::new(program)
+            .env_remove("PIMIGRATE_TOOLS_PATH")
+            .arg("--sysroot")
+            .arg(root)
+            .args(["--json", "sync", "--remove-timer"]),
+    )
+}
+
+/// Runs a program this test process has just copied. Another test's
+/// child, forked while the copy's file was still open for writing, holds
+/// that descriptor until its own exec: meanwhile exec of the copy fails
+/// with ETXTBSY ("Text file busy", seen in CI). It passes in moments.
+fn run_copied_program(command: &mut Command) -> Output {
+    for _ in 0..100 {
+        match command.output() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                std::thread::sleep(std::time::Duration::from_millis(50))
+            }
+            result => return result.unwrap(),
+        }
+    }
+    panic!("{command:?}: the copied program stayed busy (ETXTBSY) for 5 s");
 }
 
 /// The arguments the service's program gets, as the test passes them.
