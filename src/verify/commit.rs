@@ -329,3 +329,78 @@ pub fn apply_quirk(
         path.display()
     )])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::Host;
+    use crate::plan::{Options, TrialChoice};
+    use crate::state::journal::Step;
+
+    const ORIGINAL: &str =
+        "console=serial0,115200 root=PARTUUID=0b4c1d2e-02 rootfstype=ext4 rootwait\n";
+
+    /// The root-only move of the "pi4" fixture, migrated and waiting for
+    /// its commit; its boot partition in `root`, as the migration left it.
+    fn migrated(root: &Path) -> (Journal, Expected) {
+        let (_host, system) = crate::system::inspect_fixture("pi4");
+        let mut options = Options::new("/dev/sda");
+        options.trial = TrialChoice::Always;
+        options.seed = Some(7);
+        options.disk_signature = Some(0x2f4a_9c17);
+        let plan = crate::plan::plan(&system, &options).expect("planning for the pi4 fixture");
+        let mut journal = Journal::new(plan, "/".into(), "/boot/firmware".into());
+        journal.done = vec![
+            Step::Partitioned,
+            Step::Formatted,
+            Step::Copied,
+            Step::TargetEdited,
+            Step::SourceBootEdited,
+        ];
+        let expected = Expected::from_journal(&journal).unwrap();
+        let trial = expected.trial.as_ref().expect("a trial boot");
+        let boot = root.join("boot/firmware");
+        std::fs::create_dir_all(&boot).unwrap();
+        std::fs::write(boot.join("cmdline.txt"), ORIGINAL).unwrap();
+        std::fs::write(
+            boot.join(trial.cmdline_file.to_string().trim_start_matches('/')),
+            format!(
+                "console=serial0,115200 root={} rootfstype=ext4 rootwait\n",
+                expected.root_spec()
+            ),
+        )
+        .unwrap();
+        (journal, expected)
+    }
+
+    /// The new drive stops answering as cmdline.txt is swapped: the SD
+    /// card's own command line goes back, nothing is committed, and the
+    /// error says so.
+    #[test]
+    fn a_drive_gone_at_the_swap_puts_the_original_command_line_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut journal, expected) = migrated(dir.path());
+        let host = Host::with_root(dir.path());
+        let state_dir = dir.path().join("var/lib/pimigrate");
+        let lock = StateLock::acquire(&state_dir).unwrap();
+        let boot = BootWriter::new(&lock, &host, Path::new("/boot/firmware"));
+        let gone = || -> Result<()> { bail!("/dev/sda1 does not answer") };
+        let err = commit(&boot, &mut journal, &expected, &state_dir, &gone).unwrap_err();
+        let said = format!("{err:#}");
+        assert!(
+            said.contains("not committed: /dev/sda1 does not answer")
+                && said.contains("the SD card starts next"),
+            "{said}"
+        );
+        let cmdline = dir.path().join("boot/firmware/cmdline.txt");
+        assert_eq!(std::fs::read_to_string(cmdline).unwrap(), ORIGINAL);
+        assert!(journal.committed.is_none());
+
+        // Answering, the same commit is made.
+        let answers = || -> Result<()> { Ok(()) };
+        commit(&boot, &mut journal, &expected, &state_dir, &answers).unwrap();
+        let cmdline = dir.path().join("boot/firmware/cmdline.txt");
+        assert_ne!(std::fs::read_to_string(cmdline).unwrap(), ORIGINAL);
+        assert!(journal.committed.is_some());
+    }
+}
