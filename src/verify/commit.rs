@@ -334,8 +334,6 @@ pub fn apply_quirk(
 mod tests {
     use super::*;
     use crate::host::Host;
-    use crate::plan::{Options, TrialChoice};
-    use crate::state::journal::Step;
 
     const ORIGINAL: &str =
         "console=serial0,115200 root=PARTUUID=0b4c1d2e-02 rootfstype=ext4 rootwait\n";
@@ -343,20 +341,7 @@ mod tests {
     /// The root-only move of the "pi4" fixture, migrated and waiting for
     /// its commit; its boot partition in `root`, as the migration left it.
     fn migrated(root: &Path) -> (Journal, Expected) {
-        let (_host, system) = crate::system::inspect_fixture("pi4");
-        let mut options = Options::new("/dev/sda");
-        options.trial = TrialChoice::Always;
-        options.seed = Some(7);
-        options.disk_signature = Some(0x2f4a_9c17);
-        let plan = crate::plan::plan(&system, &options).expect("planning for the pi4 fixture");
-        let mut journal = Journal::new(plan, "/".into(), "/boot/firmware".into());
-        journal.done = vec![
-            Step::Partitioned,
-            Step::Formatted,
-            Step::Copied,
-            Step::TargetEdited,
-            Step::SourceBootEdited,
-        ];
+        let journal = crate::verify::test_journal::pi4_root_only();
         let expected = Expected::from_journal(&journal).unwrap();
         let trial = expected.trial.as_ref().expect("a trial boot");
         let boot = root.join("boot/firmware");

@@ -17,6 +17,8 @@ pub mod regenerated;
 pub mod render;
 pub mod run;
 pub mod state;
+#[cfg(test)]
+pub(crate) mod test_journal;
 
 use crate::check::Check;
 use crate::plan::Layout;

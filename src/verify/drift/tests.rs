@@ -5,10 +5,7 @@
 use super::*;
 use crate::bootcfg::eeprom::{BootOrder, EepromEdit};
 use crate::check::Level;
-use crate::plan::{
-    BootloaderPlan, EepromChange, EepromTakesEffect, Handover, Options, TrialChoice,
-};
-use crate::state::journal::Step;
+use crate::plan::{BootloaderPlan, EepromChange, EepromTakesEffect, Handover};
 use crate::system::kernel_events::parse_kmsg;
 use crate::system::mounts::DevNo;
 use crate::system::pi::PiFamily;
@@ -17,20 +14,7 @@ const COMMITTED: u64 = 1_800_000_000;
 
 /// The root-only move the fixture shows, its every step done.
 fn journal() -> Journal {
-    let (_host, system) = crate::system::inspect_fixture("pi4");
-    let mut options = Options::new("/dev/sda");
-    options.trial = TrialChoice::Always;
-    options.seed = Some(7);
-    options.disk_signature = Some(0x2f4a_9c17);
-    let plan = crate::plan::plan(&system, &options).expect("planning for the pi4 fixture");
-    let mut journal = Journal::new(plan, "/".into(), "/boot/firmware".into());
-    journal.done = vec![
-        Step::Partitioned,
-        Step::Formatted,
-        Step::Copied,
-        Step::TargetEdited,
-        Step::SourceBootEdited,
-    ];
+    let mut journal = crate::verify::test_journal::pi4_root_only();
     journal.committed = Some(COMMITTED);
     journal
 }
