@@ -12,7 +12,7 @@
 use anyhow::{bail, Result};
 use pi_testbed::bench::{self, Benchmark};
 use pi_testbed::host::image::ArmImage;
-use pi_testbed::machine::fault::EmulationFault;
+use pi_testbed::machine::fault::{self, EmulationFault};
 use pi_testbed::machine::load::{self, HostLoad};
 use pi_testbed::scenarios::unattended::tally;
 use pi_testbed::scenarios::{self, Lane, Scenario};
@@ -350,6 +350,14 @@ fn worth_another_run(s: &Job, (result, others): &(Result<()>, Option<f64>)) -> O
     // [`Pi::boot_until`] booted past twice and still met says no more
     // about pimigrate than the others.
     if let Some(fault) = EmulationFault::find(e) {
+        return Some(format!("because {fault}: {e:#}"));
+    }
+    // One the harness cannot see as it happens, only the guest: its NVMe
+    // commands timed out while the guest ran on.
+    let logs = pi_testbed::machine::pi::target_dir()
+        .join("testbed-logs")
+        .join(s.name);
+    if let Some(fault) = fault::nvme_stopped_in(&logs) {
         return Some(format!("because {fault}: {e:#}"));
     }
     match others {

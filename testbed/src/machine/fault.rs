@@ -39,6 +39,15 @@ pub enum FaultKind {
     /// An emulated disk ran far below its speed profile, so a speed
     /// scenario's premise did not hold.
     DiskBelowProfile { what: String },
+    /// The emulated NVMe controller stopped completing commands that QEMU
+    /// had taken: the guest's nvme driver timed them out, aborted them and
+    /// reset the controller, with the guest itself running on. No
+    /// scenario makes an NVMe drive stop answering (QEMU cannot unplug
+    /// one from q35's root bus), so such a line is the emulation's: seen
+    /// once in a loaded full run (2026-12-07, `sync-standby`, its full
+    /// sync to the NVMe drive failing on the I/O errors that followed).
+    /// `seen` is the console's first such line.
+    NvmeStopped { seen: String },
 }
 
 /// How a guest kernel was seen to hang before /init.
@@ -77,7 +86,7 @@ impl EmulationFault {
     pub fn retry(&self) -> Retry {
         match self.kind {
             FaultKind::UsbHubMissing { .. } => Retry::Boot,
-            FaultKind::DiskBelowProfile { .. } => Retry::Scenario,
+            FaultKind::DiskBelowProfile { .. } | FaultKind::NvmeStopped { .. } => Retry::Scenario,
             _ if !self.after_init => Retry::Boot,
             _ => Retry::Scenario,
         }
@@ -122,6 +131,11 @@ impl fmt::Display for EmulationFault {
             FaultKind::DiskBelowProfile { what } => {
                 write!(f, "an emulated disk ran far below its profile: {what}")?
             }
+            FaultKind::NvmeStopped { seen } => write!(
+                f,
+                "the emulated NVMe controller stopped completing commands, which the guest \
+                 timed out (`{seen}`)"
+            )?,
         }
         write!(f, " (see {})", self.log.display())
     }
@@ -155,6 +169,41 @@ pub fn blocked_before_init(console: &str) -> bool {
         Some(hung) => !reached_init(&console[..hung]),
         None => false,
     }
+}
+
+/// The first line of a console on which the guest's nvme driver timed
+/// out a command ([`FaultKind::NvmeStopped`]): `nvme nvme0: I/O 170 (I/O
+/// Cmd) QID 1 timeout, aborting`, `... QID 1 timeout, reset controller`.
+pub fn nvme_timeout(console: &str) -> Option<&str> {
+    console
+        .lines()
+        .find(|l| l.contains("nvme") && l.contains(" QID ") && l.contains(" timeout"))
+        .map(str::trim)
+}
+
+/// The NVMe fault a failed scenario's boots show, if any: the first boot
+/// log (`boot-NN.serial.log` in `logs`) with an nvme command timed out.
+pub fn nvme_stopped_in(logs: &std::path::Path) -> Option<EmulationFault> {
+    let mut consoles: Vec<PathBuf> = std::fs::read_dir(logs)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("boot-") && n.ends_with(".serial.log"))
+        })
+        .collect();
+    consoles.sort();
+    consoles.into_iter().find_map(|log| {
+        let bytes = std::fs::read(&log).ok()?;
+        let console = String::from_utf8_lossy(&bytes);
+        let seen = nvme_timeout(&console)?.to_string();
+        Some(EmulationFault::new(
+            FaultKind::NvmeStopped { seen },
+            log,
+            true,
+        ))
+    })
 }
 
 #[cfg(test)]
@@ -194,6 +243,36 @@ mod tests {
         );
         assert!(EmulationFault::find(&anyhow::anyhow!("the emulator crashed")).is_none());
         assert!(format!("{e:#}").contains("see /logs/boot-01.serial.log"));
+    }
+
+    #[test]
+    fn an_nvme_command_timed_out_is_the_emulations_and_the_scenario_again() {
+        let console = "[ 12.0] nvme nvme0: 1/0/0 default/read/poll queues\n\
+                       [ 365.524650] nvme nvme0: I/O 170 (I/O Cmd) QID 1 timeout, aborting\n\
+                       [ 365.524731] nvme nvme0: Abort status: 0x0\n";
+        assert_eq!(
+            nvme_timeout(console),
+            Some("[ 365.524650] nvme nvme0: I/O 170 (I/O Cmd) QID 1 timeout, aborting")
+        );
+        assert_eq!(
+            nvme_timeout("[ 12.0] nvme nvme0: 1/0/0 default/read/poll queues\n"),
+            None
+        );
+        // A USB disk's SCSI timeouts are not the NVMe controller's.
+        assert_eq!(
+            nvme_timeout("[ 9.0] sd 0:0:0:0: [sda] tag#3 timing out command\n"),
+            None
+        );
+
+        let logs = tempfile::tempdir().unwrap();
+        std::fs::write(logs.path().join("boot-01.serial.log"), "[ 1.0] booting\n").unwrap();
+        assert!(nvme_stopped_in(logs.path()).is_none());
+        std::fs::write(logs.path().join("boot-02.serial.log"), console).unwrap();
+        std::fs::write(logs.path().join("boot-02.stdout"), console).unwrap();
+        let fault = nvme_stopped_in(logs.path()).expect("the NVMe fault");
+        assert!(fault.log.ends_with("boot-02.serial.log"));
+        assert_eq!(fault.retry(), Retry::Scenario);
+        assert!(fault.to_string().contains("QID 1 timeout, aborting"));
     }
 
     #[test]

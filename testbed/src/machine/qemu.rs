@@ -316,10 +316,6 @@ fn x86_command(
     serial_log: &Path,
 ) -> Result<Command> {
     let mut c = Command::new(cfg.board.program().0);
-    // `-cpu max`, not the plainer qemu64, though TCG boots the guest with
-    // about a tenth less work with that: under qemu64 the guest's NVMe
-    // commands timed out (`nvme0: I/O ... timeout, aborting`) in the
-    // `ansible` scenario.
     c.args(["-machine", "q35,accel=tcg", "-cpu", "max"]);
     c.args([
         "-m",
