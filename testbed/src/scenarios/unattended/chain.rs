@@ -26,10 +26,18 @@ pub(super) const BOOT_LIMIT: Duration = Duration::from_secs(8 * 60);
 /// carries the trial's marker) it reports `in_trial=1` and what `extra`
 /// prints, and leaves the Pi to itself: the trial checks itself, or
 /// resets.
+///
+/// The marker is looked for with the shell's own `read` and `case`, not
+/// grep: in a trial whose new drive was pulled as its job started, grep
+/// was gone with the root ("grep: command not found"), so the test failed
+/// and the job said `in_trial=0`, which the chain took for the SD card's
+/// system back (a full run at a1a69b1, `unattended-root-only`).
 pub(in crate::scenarios) fn hands_off_in_trial(extra: &str) -> String {
     format!(
         r#"
-if grep -qE '(^| )pimigrate\.trial=' /proc/cmdline; then
+read -r cmdline < /proc/cmdline
+case " $cmdline " in *" pimigrate.trial="*) in_trial=1 ;; *) in_trial=0 ;; esac
+if [ "$in_trial" = 1 ]; then
     echo in_trial=1
     echo "root=$(findmnt -no SOURCE /)"
     {extra}
@@ -273,4 +281,52 @@ pub(super) fn said_at_login(chain: &Chain, words: &[&str]) -> Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hands_off_in_trial;
+    use std::process::Command;
+
+    /// What the job's first lines say on a machine whose command line is
+    /// `cmdline`, with no program on PATH at all (a root gone from under
+    /// the job): only the shell's builtins decide.
+    fn in_trial_line(cmdline: &str) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("cmdline");
+        std::fs::write(&file, format!("{cmdline}\n")).unwrap();
+        std::fs::create_dir(dir.path().join("job")).unwrap();
+        let script = hands_off_in_trial("").replace("/proc/cmdline", file.to_str().unwrap());
+        let out = Command::new("/bin/sh")
+            .arg("-c")
+            .arg(script)
+            .env("PATH", dir.path().join("nothing"))
+            .env("TESTBED", dir.path())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        stdout
+            .lines()
+            .find(|l| l.starts_with("in_trial="))
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    #[test]
+    fn the_trial_is_told_apart_without_any_program_on_the_root() {
+        let trial = "console=ttyS0 root=PARTUUID=1-01 panic=10 pimigrate.trial=auto-commit";
+        assert_eq!(in_trial_line(trial), "in_trial=1");
+        assert_eq!(
+            in_trial_line("pimigrate.trial=auto-commit root=/dev/sda1"),
+            "in_trial=1"
+        );
+        assert_eq!(
+            in_trial_line("console=ttyS0 root=PARTUUID=1-02 rootwait"),
+            "in_trial=0"
+        );
+        assert_eq!(
+            in_trial_line("root=/dev/sda1 xpimigrate.trial=1"),
+            "in_trial=0"
+        );
+    }
 }
