@@ -291,13 +291,7 @@ fn run_one(s: &Job, images: &ImageSet, times: &Times, parallel: bool) -> bool {
         Ok(()) => eprintln!("testbed: PASS {} ({:.0?})", s.name, elapsed),
         Err(e) => {
             eprintln!("testbed: FAIL {} ({:.0?}): {e:#}", s.name, elapsed);
-            eprintln!(
-                "testbed: logs in {}/",
-                pi_testbed::machine::pi::target_dir()
-                    .join("testbed-logs")
-                    .join(s.name)
-                    .display()
-            );
+            eprintln!("testbed: logs in {}/", scenario_logs(s.name).display());
             if !keep_work() {
                 eprintln!(
                     "testbed: its disk images are removed; \
@@ -320,6 +314,13 @@ fn run_one(s: &Job, images: &ImageSet, times: &Times, parallel: bool) -> bool {
         eprintln!("testbed: {e:#}");
     }
     result.is_ok()
+}
+
+/// A scenario's log folder (its boots' consoles, outputs, `boots.tsv`).
+fn scenario_logs(name: &str) -> PathBuf {
+    pi_testbed::machine::pi::target_dir()
+        .join("testbed-logs")
+        .join(name)
 }
 
 /// Moves a failed attempt's logs to `testbed-logs/<name>.first-attempt/`
@@ -354,10 +355,7 @@ fn worth_another_run(s: &Job, (result, others): &(Result<()>, Option<f64>)) -> O
     }
     // One the harness cannot see as it happens, only the guest: its NVMe
     // commands timed out while the guest ran on.
-    let logs = pi_testbed::machine::pi::target_dir()
-        .join("testbed-logs")
-        .join(s.name);
-    if let Some(fault) = fault::nvme_stopped_in(&logs) {
+    if let Some(fault) = fault::nvme_stopped_in(&scenario_logs(s.name)) {
         return Some(format!("because {fault}: {e:#}"));
     }
     match others {
