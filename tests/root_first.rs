@@ -34,30 +34,20 @@ impl AsNobody {
         let dir = tempfile::tempdir().unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let binary = dir.path().join("pimigrate");
-        std::fs::copy(env!("CARGO_BIN_EXE_pimigrate"), &binary).unwrap();
+        install_pimigrate(&binary);
         Some(AsNobody { _dir: dir, binary })
     }
 
-    /// Another test's child, forked while the copy was still open for
-    /// writing, can hold it until its own exec: setpriv's exec of the copy
-    /// then fails with "Text file busy" (ETXTBSY), for moments.
     fn run(&self, args: &[&str]) -> Output {
-        for _ in 0..100 {
-            let output = Command::new("setpriv")
-                .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-                .arg(&self.binary)
-                .args(args)
-                // Somewhere nobody may be, so nothing depends on the caller's.
-                .current_dir("/")
-                .env_remove("PIMIGRATE_TOOLS_PATH")
-                .output()
-                .expect("running setpriv");
-            if !String::from_utf8_lossy(&output.stderr).contains("Text file busy") {
-                return output;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        panic!("setpriv: the copied program stayed busy (ETXTBSY) for 5 s");
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&self.binary)
+            .args(args)
+            // Somewhere nobody may be, so nothing depends on the caller's.
+            .current_dir("/")
+            .env_remove("PIMIGRATE_TOOLS_PATH")
+            .output()
+            .expect("running setpriv")
     }
 }
 

@@ -43,13 +43,8 @@ fn install_package(root: &Path) -> PathBuf {
     std::fs::write(units_dir.join(timer::SERVICE), service).unwrap();
     std::fs::write(units_dir.join(timer::TIMER), units::timer_unit(false)).unwrap();
     let program = root.join("usr/bin/pimigrate");
-    install_program(&program);
+    install_pimigrate(&program);
     program
-}
-
-fn install_program(to: &Path) {
-    std::fs::copy(env!("CARGO_BIN_EXE_pimigrate"), to).unwrap();
-    std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
 fn install_timer(program: &Path, root: &Path, extra: &[&str]) -> Output {
@@ -68,33 +63,20 @@ fn install_timer(program: &Path, root: &Path, extra: &[&str]) -> Output {
     for exclude in EXCLUDES {
         command.arg("--exclude").arg(exclude);
     }
-    run_copied_program(command.args(extra))
+    command
+        .args(extra)
+        .output()
+        .expect("running the installed pimigrate")
 }
 
 fn remove_timer(program: &Path, root: &Path) -> Output {
-    run_copied_program(
-        Command::new(program)
-            .env_remove("PIMIGRATE_TOOLS_PATH")
-            .arg("--sysroot")
-            .arg(root)
-            .args(["--json", "sync", "--remove-timer"]),
-    )
-}
-
-/// Runs a program this test process has just copied. Another test's
-/// child, forked while the copy's file was still open for writing, holds
-/// that descriptor until its own exec: meanwhile exec of the copy fails
-/// with ETXTBSY ("Text file busy", seen in CI). It passes in moments.
-fn run_copied_program(command: &mut Command) -> Output {
-    for _ in 0..100 {
-        match command.output() {
-            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
-                std::thread::sleep(std::time::Duration::from_millis(50))
-            }
-            result => return result.unwrap(),
-        }
-    }
-    panic!("{command:?}: the copied program stayed busy (ETXTBSY) for 5 s");
+    Command::new(program)
+        .env_remove("PIMIGRATE_TOOLS_PATH")
+        .arg("--sysroot")
+        .arg(root)
+        .args(["--json", "sync", "--remove-timer"])
+        .output()
+        .expect("running the installed pimigrate")
 }
 
 /// The arguments the service's program gets, as the test passes them.
@@ -342,7 +324,7 @@ fn without_the_package_the_units_are_written_beside_the_drop_ins_and_removed() {
         .unwrap();
     std::fs::set_permissions(bin.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let program = bin.path().join("pimigrate");
-    install_program(&program);
+    install_pimigrate(&program);
     let tree = system_tree();
     let root = tree.path();
     let installed = install_timer(&program, root, &["--stall-timeout", "300"]);
@@ -404,7 +386,7 @@ fn a_program_another_user_could_change_is_refused_with_where_to_install_it() {
     // As a user's ~/.cargo/bin would be to root: not root's alone.
     std::fs::set_permissions(bin.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     let program = bin.path().join("pimigrate");
-    install_program(&program);
+    install_pimigrate(&program);
     let tree = system_tree();
     let output = install_timer(&program, tree.path(), &[]);
     assert_eq!(exit_code(&output), 3, "{}", stderr(&output));

@@ -21,6 +21,26 @@ pub fn pimigrate() -> Command {
     command
 }
 
+/// Puts a copy of the pimigrate under test at `to` (mode 755), to run it
+/// from there. `install` writes it in a process of its own: had this test
+/// process written it, another test's child forked meanwhile would hold the
+/// file open for writing until its own exec, and running the copy would
+/// fail with ETXTBSY ("Text file busy"). Under qemu-user that failure is
+/// not even an error but the child's exit code 127 (glibc's posix_spawn
+/// reports it through memory that qemu does not share).
+pub fn install_pimigrate(to: &Path) {
+    let status = Command::new("install")
+        .args(["-m", "755", env!("CARGO_BIN_EXE_pimigrate")])
+        .arg(to)
+        .status()
+        .expect("running install (coreutils)");
+    assert!(
+        status.success(),
+        "install pimigrate to {}: {status}",
+        to.display()
+    );
+}
+
 /// Runs pimigrate against a fixture machine.
 pub fn on_fixture(machine: &str, args: &[&str]) -> Output {
     let root = fixture(machine);
@@ -51,9 +71,6 @@ pub fn json(output: &Output) -> serde_json::Value {
     })
 }
 
-/// The JSON document of a `pimigrate --json COMMAND` that must have
-/// succeeded: exit code 0 (else the output in the panic message) and
-/// schema `pimigrate.COMMAND/1`.
 /// A `--json` run of `command` that succeeded, with its document's schema
 /// (`pimigrate.<command>/N`, N as the crate defines it).
 pub fn succeeded(output: &Output, command: &str) -> serde_json::Value {
