@@ -51,10 +51,12 @@ pub fn run(images: &ImageSet) -> Result<()> {
     let (root_partuuid, boots) = pi.serve(&job, |live| {
         let (ssh, inventory) = fleet.connect(live, &work)?;
 
-        let (recap, _) = fleet.play(&inventory, &logs.join("ansible-1.log"))?;
+        let (recap, output) = fleet.play(&inventory, &logs.join("ansible-1.log"))?;
+        fleet::nvme_was_ahead(&ssh, &output, &logs)?;
         ensure!(
             recap["failed"] == 0 && recap["unreachable"] == 0,
-            "the first run failed: {recap:?}; see {}",
+            "the first run failed: {recap:?}, {}; see {}",
+            fleet::failed_tasks(&output),
             logs.join("ansible-1.log").display()
         );
         ensure!(
@@ -63,10 +65,11 @@ pub fn run(images: &ImageSet) -> Result<()> {
         );
         let root_partuuid = moved_to_the_nvme_and_committed(&ssh)?;
 
-        let (recap, _) = fleet.play(&inventory, &logs.join("ansible-2.log"))?;
+        let (recap, output) = fleet.play(&inventory, &logs.join("ansible-2.log"))?;
         ensure!(
             recap["failed"] == 0 && recap["unreachable"] == 0 && recap["changed"] == 0,
-            "the second run on the migrated Pi: {recap:?} (expected changed=0 failed=0); see {}",
+            "the second run on the migrated Pi: {recap:?} (expected changed=0 failed=0), {}; see {}",
+            fleet::failed_tasks(&output),
             logs.join("ansible-2.log").display()
         );
         // Power off cleanly so the disk images hold everything.

@@ -102,9 +102,11 @@ fn check_rescued(
     output: &str,
     log: &Path,
 ) -> Result<(String, String)> {
+    fleet::nvme_was_ahead(ssh, output, log.parent().unwrap_or(log))?;
     ensure!(
         recap["failed"] == 1 && recap.get("rescued") == Some(&1) && recap["unreachable"] == 0,
-        "expected the run to fail and be rescued (failed=1 rescued=1): {recap:?}; see {}",
+        "expected the run to fail and be rescued (failed=1 rescued=1): {recap:?}, {}; see {}",
+        fleet::failed_tasks(output),
         log.display()
     );
     // The failure is the rescue's own report, not a task inside the

@@ -3,6 +3,7 @@
 //! inventory carrying the playbook's variables, `ansible-playbook` runs
 //! with their recap, and commands in the guest over SSH.
 
+use crate::machine::fault::{EmulationFault, FaultKind};
 use crate::machine::live::Live;
 use crate::machine::pi::target_dir;
 use crate::machine::probe::{expect_fact, facts};
@@ -41,6 +42,59 @@ pub fn setup(name: &str, images: &ImageSet) -> Setup {
         .blank("nvme", Bus::Nvme, 8 << 30, "nvme")
         .without_pimigrate()
 }
+
+/// What the playbook's own stop says when recommend picked nothing.
+const NOTHING_PICKED: &str = "No drive is worth migrating to";
+
+/// Under this many times the card at random 4K, the NVMe drive did not
+/// measure as [`setup`]'s profiles make it (more than ten times).
+const NVME_GAIN_AT_LEAST: f64 = 3.0;
+
+/// The premise of [`setup`], checked when a play stopped because nothing
+/// was picked: recommend's saved figures (read again with `--reuse`) must
+/// show the NVMe drive well ahead of the card. If they do not, the
+/// emulated drive ran far below its profile (stalls of QEMU's I/O on a
+/// loaded host), which says nothing of the playbook: the emulation's fault,
+/// and the scenario runs once more. Otherwise, or when the play stopped
+/// elsewhere, nothing to say here.
+pub fn nvme_was_ahead(ssh: &Ssh, output: &str, logs: &Path) -> Result<()> {
+    if !output.contains(NOTHING_PICKED) {
+        return Ok(());
+    }
+    let mut argv = vec!["pimigrate", "recommend", "--json", "--reuse", "--quick"];
+    argv.extend(FLEET_BENCH_ARGS);
+    let doc: serde_json::Value = serde_json::from_str(&ssh.run(&argv.join(" "))?)
+        .context("recommend --json --reuse in the guest is not JSON")?;
+    match nvme_gain(&doc) {
+        Some(gain) if gain < NVME_GAIN_AT_LEAST => Err(EmulationFault::new(
+            FaultKind::DiskBelowProfile {
+                what: format!(
+                    "the NVMe drive measured {gain:.1} times the SD card at random 4K \
+                     (its profile makes it more than ten), so nothing was picked"
+                ),
+            },
+            logs,
+            true,
+        )
+        .into()),
+        _ => Ok(()),
+    }
+}
+
+/// The NVMe drive's combined gain over the current root in a
+/// `pimigrate.recommend/1` document.
+fn nvme_gain(doc: &serde_json::Value) -> Option<f64> {
+    doc["ranking"].as_array()?.iter().find(|e| {
+        e["path"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("/dev/nvme"))
+    })?["gain"]["combined"]
+        .as_f64()
+}
+
+/// The benchmark's arguments every fleet run gives the playbook
+/// ([`Fleet::host_vars`]).
+const FLEET_BENCH_ARGS: [&str; 4] = ["--size", "32M", "--runtime", "0.5"];
 
 /// Longest one playbook run may take (a migration under emulation, with a
 /// benchmark and a reboot, on a loaded machine).
@@ -120,7 +174,7 @@ impl Fleet {
             "pimigrate_package": self.package,
             "pimigrate_trial": "always",
             "pimigrate_verify_args": ["--sysroot", "/run/tb-sysroot"],
-            "pimigrate_bench_args": ["--size", "32M", "--runtime", "0.5"],
+            "pimigrate_bench_args": FLEET_BENCH_ARGS,
         })
     }
 
@@ -253,6 +307,38 @@ fn parse_recap(text: &str) -> Option<BTreeMap<String, u64>> {
         .then_some(counters)
 }
 
+/// The tasks that failed in a playbook's output, each with what it said
+/// (the module's `msg`, else its stderr), for an error that tells why
+/// without opening the log: `TASK [role : name]` and then
+/// `fatal: [pi]: FAILED! => {json}`.
+pub fn failed_tasks(text: &str) -> String {
+    let mut task = "";
+    let mut failed = Vec::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("TASK [") {
+            task = rest.split(']').next().unwrap_or(rest);
+        } else if let Some((_, result)) = line
+            .strip_prefix("fatal: [")
+            .and_then(|l| l.split_once("FAILED! => "))
+        {
+            let said = serde_json::from_str::<serde_json::Value>(result)
+                .ok()
+                .and_then(|r| {
+                    ["msg", "stderr"]
+                        .iter()
+                        .find_map(|k| r[k].as_str().filter(|s| !s.is_empty()).map(str::to_string))
+                })
+                .unwrap_or_else(|| result.to_string());
+            failed.push(format!("task [{task}] failed: {}", said.trim()));
+        }
+    }
+    if failed.is_empty() {
+        "no task failed".to_string()
+    } else {
+        failed.join("; ")
+    }
+}
+
 /// Commands in the guest over the forwarded port.
 pub struct Ssh {
     port: u16,
@@ -296,7 +382,33 @@ impl Ssh {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_recap;
+    use super::{failed_tasks, nvme_gain, parse_recap};
+
+    #[test]
+    fn the_nvme_drives_gain_is_read_from_the_ranking() {
+        let doc = serde_json::json!({"ranking": [
+            {"path": "/dev/mmcblk0", "gain": null},
+            {"path": "/dev/sda", "gain": {"combined": 0.2}},
+            {"path": "/dev/nvme0n1", "gain": {"combined": 1.4}}
+        ]});
+        assert_eq!(nvme_gain(&doc), Some(1.4));
+        assert_eq!(nvme_gain(&serde_json::json!({"ranking": []})), None);
+    }
+
+    #[test]
+    fn a_failed_task_is_named_with_what_it_said() {
+        let text = "TASK [pimigrate : Read the pick] ***\nok: [pi]\n\n\
+                    TASK [pimigrate : Stop when no drive is worth migrating to] ***\n\
+                    fatal: [pi]: FAILED! => {\"changed\": false, \"msg\": \"No drive is worth migrating to: slow.\"}\n\
+                    TASK [pimigrate : Verify] ***\n\
+                    fatal: [pi]: FAILED! => {\"changed\": true, \"msg\": \"\", \"rc\": 5, \"stderr\": \"ids-unique\\n\"}\n";
+        assert_eq!(
+            failed_tasks(text),
+            "task [pimigrate : Stop when no drive is worth migrating to] failed: \
+             No drive is worth migrating to: slow.; task [pimigrate : Verify] failed: ids-unique"
+        );
+        assert_eq!(failed_tasks("TASK [x]\nok: [pi]\n"), "no task failed");
+    }
 
     #[test]
     fn reads_the_play_recap() {
