@@ -63,7 +63,10 @@ pub fn nvme_was_ahead(ssh: &Ssh, output: &str, logs: &Path) -> Result<()> {
     }
     let mut argv = vec!["pimigrate", "recommend", "--json", "--reuse", "--quick"];
     argv.extend(FLEET_BENCH_ARGS);
-    let doc: serde_json::Value = serde_json::from_str(&ssh.run(&argv.join(" "))?)
+    let figures = ssh
+        .run(&argv.join(" "))
+        .context("reading recommend's figures again, since the play picked nothing")?;
+    let doc: serde_json::Value = serde_json::from_str(&figures)
         .context("recommend --json --reuse in the guest is not JSON")?;
     match nvme_gain(&doc) {
         Some(gain) if gain < NVME_GAIN_AT_LEAST => Err(EmulationFault::new(
