@@ -3,7 +3,20 @@
 //! ctime, UTC text for reports, logs and file names (no time-zone
 //! database needed), and ages as people say them ("2 h ago").
 
+use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Where the kernel names this boot, under /proc: an id drawn anew at
+/// every boot. Whether a boot came after a moment is told by it where the
+/// clock cannot be trusted to (a Pi without an RTC or the network).
+pub const BOOT_ID: &str = "sys/kernel/random/boot_id";
+
+/// The boot id read from `path` (the live system's or a fixture's `/proc`
+/// joined with [`BOOT_ID`]); none when it cannot be read.
+pub fn boot_id(path: &Path) -> Option<String> {
+    let id = std::fs::read_to_string(path).ok()?;
+    Some(id.trim().to_string()).filter(|id| !id.is_empty())
+}
 
 /// Seconds since the Unix epoch (0 on a clock set before it).
 pub fn now() -> u64 {

@@ -133,6 +133,8 @@ pub struct Facts {
     pub now: u64,
     /// When this boot began.
     pub booted: Option<u64>,
+    /// This boot's id: whether it began after the journal's last write.
+    pub boot_id: Option<String>,
     pub in_trial_boot: bool,
     /// This boot runs the migration's target root.
     pub runs_target: bool,
@@ -142,6 +144,13 @@ pub struct Facts {
     pub target_attached: bool,
     /// The check after the move, when the migration is in force.
     pub after_move: Option<AfterMove>,
+}
+
+impl Facts {
+    /// This boot began after the journal's last write (unknown: no).
+    pub fn rebooted_since(&self, journal: &Journal) -> bool {
+        journal.rebooted_since(self.boot_id.as_deref(), self.booted) == Some(true)
+    }
 }
 
 /// Reads the facts of `host` (a live system, or a tree with --sysroot),
@@ -173,9 +182,7 @@ pub fn in_force_since(facts: &Facts) -> Option<u64> {
                 .filter(|o| o.outcome.committed())
                 .map(|o| o.at)
         }),
-        Stage::Migrated
-            if facts.runs_target || facts.booted.is_some_and(|b| b > journal.updated) =>
-        {
+        Stage::Migrated if facts.runs_target || facts.rebooted_since(journal) => {
             Some(journal.updated)
         }
         _ => None,
@@ -194,6 +201,7 @@ pub fn gather_on(host: &Host, system: Option<&System>) -> Facts {
         log,
         now: crate::clock::now(),
         booted: crate::verify::state::boot_time(host),
+        boot_id: crate::verify::state::boot_id(host),
         ..Facts::default()
     };
     if let (Some(journal), Some(system)) = (&journal, system) {
@@ -518,7 +526,7 @@ impl<'a> Said<'a> {
 
     fn migrated(&self) -> Words {
         let (facts, target, updated) = (self.facts, &self.target, self.updated());
-        let rebooted_since = facts.booted.is_some_and(|b| b > self.journal.updated);
+        let rebooted_since = facts.rebooted_since(self.journal);
         let headline = match (facts.runs_target, &facts.on_old_root) {
             (true, _) => format!("migrated to {target} at {updated}; this system runs from it"),
             (false, Some(old)) if rebooted_since => format!(
@@ -656,7 +664,7 @@ impl<'a> Said<'a> {
 
     fn pending(&self) -> Words {
         let (facts, target, retry) = (self.facts, &self.target, self.retry());
-        let rebooted_since = facts.booted.is_some_and(|b| b > self.journal.updated);
+        let rebooted_since = facts.rebooted_since(self.journal);
         match &facts.on_old_root {
             // No trial was asked for (else it did not come up).
             Some(old) if rebooted_since => {

@@ -666,6 +666,68 @@ fn migrated_but_not_rebooted_is_nothing_to_verify() {
     assert!(text.starts_with("Nothing to verify"), "{text}");
 }
 
+/// This machine's boot id, as `save_journal` records it in the journal.
+fn live_boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// A Pi without an RTC or the network starts each boot at the time
+/// fake-hwclock saved, so the clock can put this boot before the journal's
+/// last write; the boot id says it came after. Back on the SD card, that
+/// is a trial that did not come up (exit 5), not a migration waiting for
+/// its reboot (exit 4).
+#[test]
+fn a_boot_the_clock_puts_before_the_trial_reboot_is_after_it_by_its_boot_id() {
+    let pi = Machine::new();
+    pi.change_journal(|j| j.done.push(Step::SourceBootEdited));
+    pi.write("/proc/stat", "cpu  1 2 3 4\nbtime 1000\nprocesses 42\n");
+    let other_boot = "0b0e1d2c-3b4a-4958-a6b7-c8d9e0f1a2b3";
+    assert_ne!(live_boot_id(), other_boot);
+    pi.write(
+        "/proc/sys/kernel/random/boot_id",
+        &format!("{other_boot}\n"),
+    );
+    pi.set_tryboot_flag(false);
+    pi.mount_root_from_the_sd_card();
+    pi.edit(
+        "/proc/cmdline",
+        "root=PARTUUID=2f4a9c17-01",
+        "root=PARTUUID=6c586e13-02",
+    );
+    let (code, report) = pi.verify(&[]);
+    assert_eq!(code, 5, "{report:#}");
+    assert_eq!(report["checks"][0]["code"], "trial-boot", "{report:#}");
+    let login = stdout(&pi.run(&["status", "--login"]));
+    assert!(login.contains("did not come up"), "{login}");
+}
+
+/// The other way round: the clock stepped forward in the boot that wrote
+/// the journal (the network came up), so `btime` is after the write, yet
+/// the boot id is the same: no reboot yet, nothing to verify.
+#[test]
+fn a_clock_stepped_forward_is_no_reboot_by_the_boot_id() {
+    let pi = Machine::new();
+    pi.change_journal(|j| j.done.push(Step::SourceBootEdited));
+    let later = pi.journal().updated + 100_000;
+    pi.write(
+        "/proc/stat",
+        &format!("cpu  1 2 3 4\nbtime {later}\nprocesses 42\n"),
+    );
+    pi.write(
+        "/proc/sys/kernel/random/boot_id",
+        &format!("{}\n", live_boot_id()),
+    );
+    pi.set_tryboot_flag(false);
+    pi.mount_root_from_the_sd_card();
+    let (code, report) = pi.verify(&[]);
+    assert_eq!(code, 4, "{report:#}");
+    let message = report["message"].as_str().unwrap();
+    assert!(message.contains("has not rebooted"), "{message}");
+}
+
 #[test]
 fn without_a_journal_there_is_nothing_to_verify() {
     let pi = Machine::new();

@@ -318,7 +318,7 @@ fn syncing_record(
         complete_at: same.and_then(|r| r.complete_at).filter(|_| !fresh),
         complete_at_nanos: same.and_then(|r| r.complete_at_nanos).filter(|_| !fresh),
         own_mounts: same.map(|r| r.own_mounts).filter(|_| !fresh).unwrap_or(0),
-        clock: ClockMark::now(&system.host.proc("sys/kernel/random/boot_id")),
+        clock: ClockMark::now(&system.host.proc(crate::clock::BOOT_ID)),
         bootable: None,
         checks: Vec::new(),
         boot_steps: plan.boot_steps.clone(),

@@ -35,9 +35,13 @@ impl StateLock {
     }
 
     /// Writes `journal` into `dir` (the state directory, or its copy on a
-    /// new root), with the time it was updated.
+    /// new root), with the time it was updated and the boot it was updated
+    /// in (the running kernel's: whatever tree pimigrate looks at, this
+    /// machine writes).
     pub fn save_journal(&self, journal: &mut Journal, dir: &Path) -> Result<()> {
         journal.updated = crate::clock::now();
+        journal.written_in_boot =
+            crate::clock::boot_id(&Path::new("/proc").join(crate::clock::BOOT_ID));
         let bytes = serde_json::to_vec_pretty(journal).context("encoding the journal")?;
         write_into(dir, &Journal::path(dir), &bytes)
     }

@@ -86,6 +86,12 @@ pub struct Journal {
     pub trial_requested: Option<u64>,
     pub started: u64,
     pub updated: u64,
+    /// The boot (`/proc/sys/kernel/random/boot_id`) in which the journal
+    /// was last written. Whether the Pi rebooted since is told by it: the
+    /// clock cannot tell, as a Pi without an RTC or the network starts
+    /// each boot at the time fake-hwclock saved, before the last write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub written_in_boot: Option<String>,
 }
 
 /// Version 1's `created` held view paths (`/boot/firmware/tryboot.txt`):
@@ -132,6 +138,17 @@ impl Journal {
             trial_requested: None,
             started: now(),
             updated: now(),
+            written_in_boot: None,
+        }
+    }
+
+    /// Whether this boot (`boot_id`, begun at `booted`) began after the
+    /// journal was last written: by the boot ids when both are known, else
+    /// by the clock; `None` when neither can tell.
+    pub fn rebooted_since(&self, boot_id: Option<&str>, booted: Option<u64>) -> Option<bool> {
+        match (self.written_in_boot.as_deref(), boot_id) {
+            (Some(then), Some(now)) => Some(then != now),
+            _ => booted.map(|began| began > self.updated),
         }
     }
 

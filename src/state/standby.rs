@@ -129,10 +129,7 @@ pub struct ClockMark {
 impl ClockMark {
     /// Now, with `boot_id` read from `proc_boot_id`.
     pub fn now(proc_boot_id: &Path) -> Option<ClockMark> {
-        let boot_id = std::fs::read_to_string(proc_boot_id)
-            .ok()?
-            .trim()
-            .to_string();
+        let boot_id = crate::clock::boot_id(proc_boot_id)?;
         let since_boot = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME)
             .ok()?
             .tv_sec() as u64;

@@ -299,7 +299,7 @@ fn finish(
         Some(_) => Divergence::FirstSync,
         None => divergence::check(system, &standby, facts.record, facts.look),
     };
-    let clock = ClockMark::now(&system.host.proc("sys/kernel/random/boot_id"));
+    let clock = ClockMark::now(&system.host.proc(crate::clock::BOOT_ID));
     let (changed_since, comparison) = comparison(
         facts.record,
         &standby,

@@ -34,8 +34,8 @@ pub fn not_yet(system: &System, journal: &Journal, expected: &Expected) -> Optio
             "the migration has not finished (still running from {running}): `sudo pimigrate migrate --resume` carries on"
         ));
     }
-    let booted = boot_time(&system.host)?;
-    if booted < journal.updated {
+    let this_boot = boot_id(&system.host);
+    if journal.rebooted_since(this_boot.as_deref(), boot_time(&system.host)) == Some(false) {
         let reboot = match (expected.trial.is_some(), expected.device_trial()) {
             (_, true) => "sudo pimigrate migrate --resume --reboot",
             (true, false) => "sudo reboot \"0 tryboot\"",
@@ -132,6 +132,11 @@ pub fn trial_did_not_run(
         ],
         ..Verification::nothing(String::new())
     })
+}
+
+/// This boot's id (/proc/sys/kernel/random/boot_id).
+pub fn boot_id(host: &Host) -> Option<String> {
+    crate::clock::boot_id(&host.proc(crate::clock::BOOT_ID))
 }
 
 /// `btime` of /proc/stat: when this boot began (Unix time).
