@@ -269,6 +269,18 @@ impl Chain {
     }
 }
 
+/// `verify` exited `want` at the end of a chain, which ran it into the
+/// share's out/verify.txt; when not, the error quotes what it said.
+pub(super) fn verify_ended(chain: &Chain, back: &Back, want: &str) -> Result<()> {
+    expect_fact(&back.facts, "verify_status", want).with_context(|| {
+        let path = chain.pi.share().dir.join("out/verify.txt");
+        match std::fs::read_to_string(&path) {
+            Ok(said) => format!("verify said:\n{said}"),
+            Err(e) => format!("no {}: {e}", path.display()),
+        }
+    })
+}
+
 /// The login message the last job left (`pimigrate status --login`) says
 /// each of `words`.
 pub(super) fn said_at_login(chain: &Chain, words: &[&str]) -> Result<()> {

@@ -6,7 +6,7 @@
 //! boot partition broken, the new drive gone. Last, on the SD card:
 //! `verify` says so, `rollback` puts the bootloader's config back.
 
-use super::chain::{Chain, AGENT_RUNS_JOB, BOOT_LIMIT, WHAT_IT_SAYS};
+use super::chain::{self, Chain, AGENT_RUNS_JOB, BOOT_LIMIT, WHAT_IT_SAYS};
 use super::matrix;
 use super::tally;
 use crate::firmware::bootloader::Bootloader;
@@ -68,7 +68,7 @@ pub fn run(images: &ImageSet) -> Result<()> {
          echo \"verify_status=$?\"\nset -e\n\"$tb\" pimigrate rollback --yes\n"
     );
     let back = chain.run_matrix(matrix::FULL, &ending)?;
-    expect_fact(&back.facts, "verify_status", "5")?;
+    chain::verify_ended(&chain, &back, "5")?;
     ensure!(
         fat::read(&sd, &sd_boot, "tryboot.txt")?.is_none(),
         "a full move's trial files are the new drive's, never the SD card's"

@@ -8,7 +8,7 @@
 //! new drive gone. Last, on the SD card: `verify` says so, `rollback`
 //! leaves the boot partition as it was.
 
-use super::chain::{Chain, BOOT_LIMIT};
+use super::chain::{self, Chain, BOOT_LIMIT};
 use super::matrix;
 use super::tally;
 use crate::host::fat;
@@ -54,7 +54,7 @@ pub fn run(images: &ImageSet) -> Result<()> {
     // back on the SD card, verify says how to roll back, rollback leaves
     // the boot partition as it was.
     let back = chain.run_matrix(matrix::ROOT_ONLY, ENDING)?;
-    expect_fact(&back.facts, "verify_status", "5")?;
+    chain::verify_ended(&chain, &back, "5")?;
     let diff = fat::snapshot_diff(&pristine, &fat::snapshot(&sd, &sd_boot, &scratch)?);
     ensure!(
         diff.is_empty(),
