@@ -143,6 +143,18 @@ impl Machine {
         save_journal(&self.path(STATE_DIR), &mut journal);
     }
 
+    /// This boot is a normal boot (no trial flag) of the SD card's root,
+    /// as after a trial that did not come up.
+    pub(crate) fn boot_the_sd_card_normally(&self) {
+        self.set_tryboot_flag(false);
+        self.mount_root_from_the_sd_card();
+        self.edit(
+            "/proc/cmdline",
+            "root=PARTUUID=2f4a9c17-01",
+            "root=PARTUUID=6c586e13-02",
+        );
+    }
+
     /// This boot mounted the SD card's old root as `/`.
     pub(crate) fn mount_root_from_the_sd_card(&self) {
         self.edit(
@@ -690,13 +702,7 @@ fn a_boot_the_clock_puts_before_the_trial_reboot_is_after_it_by_its_boot_id() {
         "/proc/sys/kernel/random/boot_id",
         &format!("{other_boot}\n"),
     );
-    pi.set_tryboot_flag(false);
-    pi.mount_root_from_the_sd_card();
-    pi.edit(
-        "/proc/cmdline",
-        "root=PARTUUID=2f4a9c17-01",
-        "root=PARTUUID=6c586e13-02",
-    );
+    pi.boot_the_sd_card_normally();
     let (code, report) = pi.verify(&[]);
     assert_eq!(code, 5, "{report:#}");
     assert_eq!(report["checks"][0]["code"], "trial-boot", "{report:#}");
@@ -866,13 +872,7 @@ fn back_on_the_sd_card_after_a_trial_says_the_trial_did_not_run_and_how_to_roll_
     // The migration finished (the state dir is the SD card's, as after a
     // fallback boot), and this normal boot mounted the SD card's root.
     pi.change_journal(|j| j.done.push(Step::SourceBootEdited));
-    pi.set_tryboot_flag(false);
-    pi.mount_root_from_the_sd_card();
-    pi.edit(
-        "/proc/cmdline",
-        "root=PARTUUID=2f4a9c17-01",
-        "root=PARTUUID=6c586e13-02",
-    );
+    pi.boot_the_sd_card_normally();
 
     let (code, report) = pi.verify(&[]);
     assert_eq!(code, 5, "{report:#}");
@@ -1227,13 +1227,7 @@ fn back_on_the_sd_card_after_a_trial_that_failed_its_checks_names_why() {
         j.trial_requested = Some(j.updated + 1);
     });
     let asked = pi.journal().trial_requested.unwrap();
-    pi.set_tryboot_flag(false);
-    pi.mount_root_from_the_sd_card();
-    pi.edit(
-        "/proc/cmdline",
-        "root=PARTUUID=2f4a9c17-01",
-        "root=PARTUUID=6c586e13-02",
-    );
+    pi.boot_the_sd_card_normally();
     pi.write(
         "/var/lib/pimigrate/trial-outcome.json",
         &serde_json::json!({
